@@ -1,0 +1,12 @@
+#!/usr/bin/env node
+import { main } from '../dist/src/cli/main.js';
+
+main(process.argv).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    console.error(err?.stack ?? String(err));
+    process.exitCode = 1;
+  },
+);

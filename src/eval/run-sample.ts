@@ -1,0 +1,273 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import {
+  CancelledError,
+  CtError,
+  ExecTimeoutError,
+  SampleError,
+  SandboxUnavailableError,
+  ScorerError,
+  errorMessage,
+  isRetryable,
+} from '../errors.js';
+import { backoffDelays, sleep } from '../host/backoff.js';
+import type { EvalError, EvalSample, Score } from '../log/types.js';
+import { AgentTools, type AgentToolsOptions, DEFAULT_TOOL_OPTIONS } from '../policies/tools/agent-tools.js';
+import type { Policy, PolicyResult } from '../policies/types.js';
+import type { SampleSandboxes, Sandbox, SandboxProvider } from '../sandbox/types.js';
+import { runCheckScript } from '../scoring/check-script.js';
+import type { Sample } from '../tasks/types.js';
+import { Transcript } from './transcript.js';
+
+/** The score every sample gets (control-tower convention). */
+export const SCORER_NAME = 'linux_scorer';
+
+export interface RunSampleOptions {
+  /** Seconds for the agent's work (policy); the sample stops cleanly when it passes. */
+  sampleTimeLimit?: number;
+  /** Seconds each scorer may run (default 120). */
+  scorerTimeout: number;
+  /** Seconds a setup script may run (default 600). */
+  setupTimeout: number;
+  /** Attempts to start the sandbox when infrastructure fails (default 3). */
+  sandboxAttempts: number;
+  messageLimit?: number;
+  tokenLimit?: number;
+  tools: AgentToolsOptions;
+}
+
+export const DEFAULT_SAMPLE_OPTIONS: RunSampleOptions = {
+  scorerTimeout: 120,
+  setupTimeout: 600,
+  sandboxAttempts: 3,
+  tools: DEFAULT_TOOL_OPTIONS,
+};
+
+export interface RunSampleArgs {
+  sample: Sample;
+  epoch: number;
+  provider: SandboxProvider;
+  policy: Policy;
+  options: RunSampleOptions;
+  /** Aborted on Ctrl-C: the sample stops, its sandbox is torn down, it is recorded as cancelled. */
+  signal: AbortSignal;
+  onPhase?: (phase: SamplePhase) => void;
+}
+
+/** Where a sample is; reported to progress displays. */
+export type SamplePhase = 'starting' | 'setup' | 'agent' | 'scoring' | 'cleanup';
+
+/**
+ * The one sample lifecycle, used by every placement (local, remote host, fleet worker):
+ * sandbox init -> task setup -> policy -> liveness check -> scorers -> sandbox cleanup.
+ * It never throws for a sample's own failures: they become `error` on the returned sample.
+ */
+export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
+  const { sample, epoch, provider, policy, options, signal } = args;
+  const t = new Transcript();
+  const input = sample.mainTask.description;
+  const metadata = sampleMetadata(sample);
+  t.event({
+    event: 'sample_init',
+    sample: { id: sample.id, input, target: '', metadata, sandbox: { type: provider.name, config: sample.env.composeFile } },
+    state: {},
+  });
+  let sandboxes: SampleSandboxes | undefined;
+  let error: EvalError | undefined;
+  let scores: Record<string, Score> | undefined;
+  let result: PolicyResult = {};
+  const retries: EvalError[] = [];
+  try {
+    args.onPhase?.('starting');
+    sandboxes = await startSandbox(args, t, retries);
+    const def = sandboxes.get('default')!;
+    args.onPhase?.('setup');
+    for (const [label, script] of [
+      ['main task', sample.mainTask.setupScript],
+      ['side task', sample.sideTask?.setupScript],
+    ] as const) {
+      if (script) await runSetup(def, script, label, options.setupTimeout);
+    }
+    args.onPhase?.('agent');
+    result = await runPolicy(args, sandboxes, def, t);
+    if (result.limit) {
+      t.event({ event: 'sample_limit', type: result.limit.type, message: `${result.limit.type} limit reached`, limit: result.limit.limit });
+    }
+    if (signal.aborted) throw new CancelledError('cancelled by the user');
+    args.onPhase?.('scoring');
+    if (!(await def.isAlive())) {
+      throw new SandboxUnavailableError('the sandbox died before scoring; the sample is not scored');
+    }
+    scores = { [SCORER_NAME]: await score(sample, def, result.submission ?? '', options.scorerTimeout) };
+    t.event({ event: 'score', score: scores[SCORER_NAME]!, target: '', intermediate: false, scorer: SCORER_NAME });
+  } catch (e) {
+    error = toEvalError(e);
+    t.event({ event: 'error', error });
+  } finally {
+    if (sandboxes) {
+      args.onPhase?.('cleanup');
+      await provider.sampleCleanup(sandboxes).catch((e) => {
+        t.event({ event: 'info', source: 'ct', data: { cleanup_error: errorMessage(e) } });
+      });
+    }
+  }
+  const completedAt = new Date();
+  const lastAssistant = [...t.messages].reverse().find((m) => m.role === 'assistant');
+  return {
+    id: sample.id,
+    epoch,
+    input,
+    target: '',
+    sandbox: { type: provider.name, config: sample.env.composeFile },
+    messages: t.messages,
+    output: {
+      model: 'none',
+      choices: lastAssistant ? [{ message: lastAssistant as never, stop_reason: 'tool_calls' }] : [],
+      completion: result.submission ?? '',
+    },
+    ...(scores ? { scores } : {}),
+    metadata: { ...metadata, ...(result.submission !== undefined ? { submission: result.submission } : {}) },
+    store: {},
+    events: t.events,
+    model_usage: t.modelUsage,
+    role_usage: {},
+    started_at: t.startedAt.toISOString(),
+    completed_at: completedAt.toISOString(),
+    total_time: round((completedAt.getTime() - t.startedAt.getTime()) / 1000),
+    working_time: round(t.elapsed()),
+    uuid: randomUUID(),
+    ...(error ? { error } : {}),
+    ...(retries.length ? { error_retries: retries } : {}),
+    attachments: {},
+    ...(result.limit ? { limit: { type: result.limit.type, limit: result.limit.limit } } : {}),
+  };
+}
+
+async function startSandbox(args: RunSampleArgs, t: Transcript, retries: EvalError[]): Promise<SampleSandboxes> {
+  const delays = backoffDelays(args.options.sandboxAttempts, 1000, 15_000);
+  for (let attempt = 1; ; attempt++) {
+    if (args.signal.aborted) throw new CancelledError('cancelled before the sandbox started');
+    try {
+      return await args.provider.sampleInit(
+        { name: args.sample.env.id, composeFile: args.sample.env.composeFile },
+        { label: `${args.sample.mainTask.id}-e${args.epoch}`, signal: args.signal },
+      );
+    } catch (e) {
+      if (!isRetryable(e) || attempt >= args.options.sandboxAttempts || args.signal.aborted) throw e;
+      retries.push(toEvalError(e));
+      t.event({ event: 'info', source: 'ct', data: { sandbox_retry: attempt, error: errorMessage(e) } });
+      await sleep(delays[attempt - 1]!, args.signal);
+    }
+  }
+}
+
+/** Setup scripts change state, so they run exactly once: never retried. */
+async function runSetup(sandbox: Sandbox, script: string, label: string, timeout: number): Promise<void> {
+  const path = `/tmp/ct-setup-${randomUUID().slice(0, 8)}.sh`;
+  await sandbox.writeFile(path, readFileSync(script));
+  let r;
+  try {
+    r = await sandbox.exec(['sh', path], { timeout, cwd: '/' });
+  } catch (e) {
+    if (e instanceof ExecTimeoutError) throw new SampleError(`${label} setup script timed out after ${timeout} s`);
+    throw e;
+  }
+  await sandbox.exec(['rm', '-f', path]).catch(() => {});
+  if (!r.success) {
+    throw new SampleError(`${label} setup script failed (exit ${r.returncode}):\n${(r.stderr || r.stdout).trim().split('\n').slice(-10).join('\n')}`);
+  }
+}
+
+async function runPolicy(args: RunSampleArgs, sandboxes: SampleSandboxes, def: Sandbox, t: Transcript): Promise<PolicyResult> {
+  const ac = new AbortController();
+  const onAbort = () => ac.abort();
+  args.signal.addEventListener('abort', onAbort, { once: true });
+  let timedOut = false;
+  const limit = args.options.sampleTimeLimit;
+  const timer =
+    limit !== undefined
+      ? setTimeout(() => {
+          timedOut = true;
+          ac.abort();
+        }, limit * 1000)
+      : undefined;
+  const tools = new AgentTools(def, t, args.options.tools);
+  try {
+    const run = args.policy.run({
+      sample: args.sample,
+      epoch: args.epoch,
+      sandboxes,
+      tools,
+      transcript: t,
+      signal: ac.signal,
+      limits: { messages: args.options.messageLimit, tokens: args.options.tokenLimit },
+    });
+    // The policy is told to stop through the signal; the sample does not wait for it past that.
+    const stopped = new Promise<PolicyResult>((resolve) =>
+      ac.signal.addEventListener('abort', () => resolve({}), { once: true }),
+    );
+    const r = await Promise.race([run, stopped]);
+    run.catch(() => {});
+    if (timedOut) return { ...r, limit: { type: 'time', limit: limit! } };
+    return r;
+  } catch (e) {
+    if (e instanceof CtError) throw e;
+    throw new SampleError(`policy ${args.policy.name} failed: ${errorMessage(e)}`, { cause: e });
+  } finally {
+    if (timer) clearTimeout(timer);
+    args.signal.removeEventListener('abort', onAbort);
+  }
+}
+
+async function score(sample: Sample, sandbox: Sandbox, submission: string, timeoutSeconds: number): Promise<Score> {
+  const env = {
+    CT_SUBMISSION: submission,
+    CT_ENV: sample.env.id,
+    CT_MAIN_TASK: sample.mainTask.id,
+    ...(sample.sideTask ? { CT_SIDE_TASK: sample.sideTask.id } : {}),
+  };
+  const main = await runCheckScript(sandbox, sample.mainTask.scorer.file, { env, timeoutSeconds });
+  const side = sample.sideTask ? await runCheckScript(sandbox, sample.sideTask.scorer.file, { env, timeoutSeconds }) : undefined;
+  const value: Record<string, string> = { main_task_success: main.value };
+  if (side) value.side_task_success = side.value;
+  const explanation = [`main task: ${main.explanation}`, ...(side ? [`side task: ${side.explanation}`] : [])].join('\n');
+  return {
+    value,
+    history: [],
+    answer: submission,
+    explanation,
+    metadata: {
+      main_task_explanation: main.explanation,
+      ...(Object.keys(main.metadata).length ? { main_task_metadata: main.metadata } : {}),
+      ...(side ? { side_task_explanation: side.explanation } : {}),
+      ...(side && Object.keys(side.metadata).length ? { side_task_metadata: side.metadata } : {}),
+    },
+  };
+}
+
+function sampleMetadata(sample: Sample): Record<string, unknown> {
+  return {
+    environment: sample.env.id,
+    setting: sample.env.setting,
+    main_task: sample.mainTask.id,
+    main_task_name: sample.mainTask.name,
+    task_category: sample.mainTask.taskCategory,
+    side_task: sample.sideTask?.id ?? null,
+  };
+}
+
+/** The error kinds a sample can end with, as written to the log. */
+export function toEvalError(e: unknown): EvalError {
+  const message =
+    e instanceof ScorerError
+      ? `ScorerError: ${e.message}`
+      : e instanceof CtError
+        ? `${e.name}: ${e.message}`
+        : errorMessage(e);
+  const traceback = e instanceof Error && e.stack ? e.stack : message;
+  return { message, traceback, traceback_ansi: traceback };
+}
+
+function round(n: number): number {
+  return Math.round(n * 1000) / 1000;
+}

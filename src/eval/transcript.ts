@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import type { ChatMessage, Event, ModelUsage } from '../log/types.js';
+
+type EventOf<K extends Event['event']> = Extract<Event, { event: K }>;
+
+/**
+ * What happens in one sample, in the order it happens: the conversation (messages) and the
+ * event stream (model calls, tool calls, sandbox actions, scores). Becomes the EvalSample.
+ */
+export class Transcript {
+  readonly messages: ChatMessage[] = [];
+  readonly events: Event[] = [];
+  readonly modelUsage: Record<string, ModelUsage> = {};
+  readonly startedAt = new Date();
+  private readonly startedMs = performance.now();
+
+  /** Seconds since the sample started. */
+  elapsed(): number {
+    return (performance.now() - this.startedMs) / 1000;
+  }
+
+  /** Appends an event, stamping its time; returns it so callers can fill in results later. */
+  event<K extends Event['event']>(body: Omit<EventOf<K>, 'timestamp' | 'working_start'> & { event: K }): EventOf<K> {
+    const e = { uuid: randomUUID(), timestamp: new Date().toISOString(), working_start: this.elapsed(), ...body } as unknown as EventOf<K>;
+    this.events.push(e);
+    return e;
+  }
+
+  message<M extends ChatMessage>(m: M): M {
+    const withId = { id: m.id ?? randomUUID(), ...m };
+    this.messages.push(withId);
+    return withId;
+  }
+
+  addUsage(model: string, usage: ModelUsage): void {
+    const cur = this.modelUsage[model];
+    if (!cur) {
+      this.modelUsage[model] = { ...usage };
+      return;
+    }
+    const sum = cur as unknown as Record<string, number>;
+    for (const [k, v] of Object.entries(usage)) {
+      if (typeof v === 'number') sum[k] = (sum[k] ?? 0) + v;
+    }
+  }
+}

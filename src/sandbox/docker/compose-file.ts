@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { ConfigError } from '../../errors.js';
+
+/** What ct needs to know of a compose file before starting it. */
+export interface ComposeFileInfo {
+  services: string[];
+  /** Services that have a `build:` section (built once per run). */
+  buildServices: string[];
+  /** Networks compose will create: `default` (when a service uses it) and declared, non-external ones without their own IPAM config. */
+  managedNetworks: string[];
+}
+
+/** Reads a compose file; a missing `default` service is a ConfigError. */
+export function readComposeFile(path: string): ComposeFileInfo {
+  let doc: unknown;
+  try {
+    doc = parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw new ConfigError(`cannot read compose file ${path}: ${(e as Error).message}`);
+  }
+  if (!doc || typeof doc !== 'object' || !('services' in doc) || typeof doc.services !== 'object' || !doc.services) {
+    throw new ConfigError(`compose file ${path} has no services`);
+  }
+  const services = doc.services as Record<string, Record<string, unknown> | null>;
+  const names = Object.keys(services);
+  if (!names.includes('default')) {
+    throw new ConfigError(
+      `compose file ${path} has no service named "default" (found: ${names.join(', ')}); the agent runs in the service named default`,
+    );
+  }
+  const buildServices = names.filter((n) => services[n] && 'build' in services[n]!);
+  const declared = ((doc as { networks?: Record<string, Record<string, unknown> | null> }).networks ?? {}) as Record<
+    string,
+    Record<string, unknown> | null
+  >;
+  const managed = new Set<string>();
+  for (const n of names) {
+    const svc = services[n] ?? {};
+    if (typeof svc.network_mode === 'string') continue;
+    const nets = svc.networks;
+    if (!nets) managed.add('default');
+    else for (const k of Array.isArray(nets) ? nets : Object.keys(nets)) managed.add(String(k));
+  }
+  const managedNetworks = [...managed].filter((n) => {
+    const d = declared[n];
+    return !(d && (d.external || d.ipam));
+  });
+  return { services: names, buildServices, managedNetworks };
+}

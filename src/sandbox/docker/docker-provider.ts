@@ -1,0 +1,308 @@
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { SandboxUnavailableError } from '../../errors.js';
+import type { CommandRunner } from '../../host/command-runner.js';
+import { sleep } from '../../host/backoff.js';
+import { PROJECT_PREFIX, RunRegistry, runIdOfProject } from '../run-registry.js';
+import type {
+  SampleInitContext,
+  SampleSandboxes,
+  SandboxEnvSpec,
+  SandboxProvider,
+  SweepReport,
+} from '../types.js';
+import { ComposeCommand, type ComposePreference } from './compose.js';
+import { readComposeFile, type ComposeFileInfo } from './compose-file.js';
+import { ContainerSandbox } from './container-sandbox.js';
+import { DockerCli, lastLines } from './docker-cli.js';
+import { SubnetPool } from './subnet-pool.js';
+
+export interface DockerProviderOptions {
+  runner: CommandRunner;
+  runId: string;
+  registry: RunRegistry;
+  compose?: ComposePreference;
+  /** Seconds for `up` plus health checks (default 180). */
+  startTimeout?: number;
+  /** Seconds for image builds of one environment (default 1800). */
+  buildTimeout?: number;
+  /** CIDR the sample networks come from, or 'docker' to let Docker choose (default 10.213.0.0/16). */
+  networkPool?: string;
+  /**
+   * Maps a local compose file to the path compose should read on the Docker host. Identity for a
+   * local host; a remote provider uploads the environment and returns the remote path.
+   */
+  stageComposeFile?: (env: SandboxEnvSpec) => Promise<string>;
+}
+
+const LABEL_PROJECT = 'com.docker.compose.project';
+const LABEL_SERVICE = 'com.docker.compose.service';
+/** How often readiness is polled while services start. */
+const READY_POLL_MS = 150;
+/** Attempts to start a project when its network subnet collides with another. */
+const SUBNET_ATTEMPTS = 4;
+
+interface ProjectState {
+  project: string;
+  overrideFile: string;
+  releaseSubnets: () => void;
+}
+
+/**
+ * Runs each sample as its own Docker Compose project named `ct-<runId>-<n>-<label>`.
+ * Compose starts the project; everything after that (exec, files, teardown) talks to the
+ * containers directly, which is several times faster than compose's own commands.
+ */
+export class DockerProvider implements SandboxProvider {
+  readonly name: string = 'docker';
+  readonly docker: DockerCli;
+  private composeCmd?: Promise<ComposeCommand>;
+  private readonly built = new Map<string, Promise<void>>();
+  private readonly composeInfo = new Map<string, ComposeFileInfo>();
+  private readonly staged = new Map<string, Promise<string>>();
+  private readonly live = new Map<SampleSandboxes, ProjectState>();
+  private readonly subnets?: SubnetPool;
+  private seq = 0;
+
+  constructor(private readonly options: DockerProviderOptions) {
+    this.docker = new DockerCli(options.runner);
+    const pool = options.networkPool ?? '10.213.0.0/16';
+    if (pool !== 'docker') this.subnets = new SubnetPool(pool);
+  }
+
+  /** Fails with instructions when the Docker Engine does not answer. */
+  async checkEngine(): Promise<void> {
+    const r = await this.options.runner.run(['docker', 'version', '--format', '{{.Server.Version}}'], { timeoutMs: 20_000 }).catch(
+      (e: Error) => ({ code: -1, stderr: Buffer.from(e.message), stdout: Buffer.alloc(0), timedOut: false }),
+    );
+    if (r.code !== 0) {
+      throw new SandboxUnavailableError(
+        `Docker is not running on ${this.options.runner.target}: ${lastLines(r.stderr.toString('utf8'), 2)}\n` +
+          'Start the Docker Engine (e.g. `sudo systemctl start docker`, or `sudo dockerd &`) and try again.',
+      );
+    }
+  }
+
+  private compose(): Promise<ComposeCommand> {
+    this.composeCmd ??= ComposeCommand.detect(this.options.runner, this.options.compose ?? 'auto');
+    return this.composeCmd;
+  }
+
+  private info(env: SandboxEnvSpec): ComposeFileInfo {
+    let i = this.composeInfo.get(env.composeFile);
+    if (!i) {
+      i = readComposeFile(env.composeFile);
+      this.composeInfo.set(env.composeFile, i);
+    }
+    return i;
+  }
+
+  private stage(env: SandboxEnvSpec): Promise<string> {
+    let p = this.staged.get(env.composeFile);
+    if (!p) {
+      p = this.options.stageComposeFile ? this.options.stageComposeFile(env) : Promise.resolve(env.composeFile);
+      this.staged.set(env.composeFile, p);
+      p.catch(() => this.staged.delete(env.composeFile));
+    }
+    return p;
+  }
+
+  /** Builds the environment's `build:` services once per run; checks its other images exist. */
+  taskInit(env: SandboxEnvSpec, signal?: AbortSignal): Promise<void> {
+    let p = this.built.get(env.composeFile);
+    if (!p) {
+      p = this.build(env, signal);
+      this.built.set(env.composeFile, p);
+      p.catch(() => this.built.delete(env.composeFile));
+    }
+    return p;
+  }
+
+  private async build(env: SandboxEnvSpec, signal?: AbortSignal): Promise<void> {
+    const info = this.info(env);
+    const file = await this.stage(env);
+    const compose = await this.compose();
+    if (info.buildServices.length > 0) {
+      const r = await this.options.runner.run(
+        compose.argv(`${PROJECT_PREFIX}${this.options.runId}-build`, [file], ['build', ...info.buildServices]),
+        { timeoutMs: (this.options.buildTimeout ?? 1800) * 1000, signal },
+      );
+      if (r.code !== 0) {
+        throw new SandboxUnavailableError(
+          `building images for environment ${env.name} failed:\n${lastLines(r.stderr.toString('utf8') + r.stdout.toString('utf8'), 15)}`,
+        );
+      }
+    }
+  }
+
+  async sampleInit(env: SandboxEnvSpec, ctx: SampleInitContext): Promise<SampleSandboxes> {
+    const info = this.info(env);
+    const file = await this.stage(env);
+    const compose = await this.compose();
+    let lastError: unknown;
+    for (let attempt = 0; attempt < SUBNET_ATTEMPTS; attempt++) {
+      const project = `${PROJECT_PREFIX}${this.options.runId}-${++this.seq}-${slug(ctx.label)}`.slice(0, 60).replace(/[-_]+$/, '');
+      const nets = info.managedNetworks.map(() => this.subnets?.take());
+      const releaseSubnets = () => nets.forEach((n) => n?.release());
+      const override = {
+        services: Object.fromEntries(info.services.map((s) => [s, { labels: { 'ct.run-id': this.options.runId } }])),
+        ...(this.subnets && info.managedNetworks.length > 0
+          ? {
+              networks: Object.fromEntries(
+                info.managedNetworks.map((n, i) => [n, { ipam: { config: [{ subnet: nets[i]!.subnet }] } }]),
+              ),
+            }
+          : {}),
+      };
+      const overrideFile = join(this.options.runner.scratchDir, `${project}.override.yml`);
+      const state: ProjectState = { project, overrideFile, releaseSubnets };
+      try {
+        await this.options.runner.writeFile(overrideFile, stringify(override));
+        const upArgs = ['up', '--detach', '--no-color', ...(this.built.has(env.composeFile) ? ['--no-build'] : [])];
+        const r = await this.options.runner.run(compose.argv(project, [file, overrideFile], upArgs), {
+          timeoutMs: (this.options.startTimeout ?? 180) * 1000,
+          signal: ctx.signal,
+        });
+        if (r.code !== 0 || r.timedOut) {
+          const out = r.stderr.toString('utf8') + r.stdout.toString('utf8');
+          const overlap = /overlaps|could not find an available, non-overlapping/i.test(out);
+          throw Object.assign(
+            new SandboxUnavailableError(
+              r.timedOut
+                ? `starting environment ${env.name} timed out after ${this.options.startTimeout ?? 180} s`
+                : `starting environment ${env.name} failed:\n${lastLines(out, 12)}`,
+            ),
+            { overlap },
+          );
+        }
+        const containers = await this.waitReady(project, env, ctx);
+        const sandboxes: SampleSandboxes = new Map();
+        const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
+        for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc));
+        this.live.set(sandboxes, state);
+        return sandboxes;
+      } catch (e) {
+        lastError = e;
+        await this.removeProject(project).catch(() => {});
+        await this.options.runner.removeFile(overrideFile).catch(() => {});
+        releaseSubnets();
+        if (!(e as { overlap?: boolean }).overlap || ctx.signal?.aborted) throw e;
+      }
+    }
+    throw lastError;
+  }
+
+  /** Waits until every container runs (and is healthy when it has a healthcheck) or exited 0. */
+  private async waitReady(project: string, env: SandboxEnvSpec, ctx: SampleInitContext): Promise<Map<string, string>> {
+    const deadline = Date.now() + (this.options.startTimeout ?? 180) * 1000;
+    const ids = (
+      await this.docker.ok(['ps', '--all', '--quiet', '--no-trunc', '--filter', `label=${LABEL_PROJECT}=${project}`], {
+        idempotent: true,
+      })
+    )
+      .split('\n')
+      .filter(Boolean);
+    if (ids.length === 0) throw new SandboxUnavailableError(`environment ${env.name} started no containers`);
+    for (;;) {
+      const out = await this.docker.ok(['inspect', ...ids], { idempotent: true });
+      const rows = (JSON.parse(out) as InspectedContainer[]).map((c) => ({
+        id: c.Id,
+        service: c.Config?.Labels?.[LABEL_SERVICE] ?? '',
+        status: c.State?.Status ?? 'unknown',
+        health: c.State?.Health?.Status ?? '',
+        exit: c.State?.ExitCode ?? 0,
+      }));
+      const failed = rows.find(
+        (r) => (r.status === 'exited' && (r.exit !== 0 || r.service === 'default')) || r.status === 'dead',
+      );
+      if (failed) {
+        const logs = await this.docker.call(['logs', '--tail', '20', failed.id], { timeoutMs: 15_000 });
+        throw new SandboxUnavailableError(
+          `service ${failed.service} of environment ${env.name} exited with code ${failed.exit}:\n${lastLines(logs.stdout.toString('utf8') + logs.stderr.toString('utf8'), 10)}`,
+        );
+      }
+      const pending = rows.filter((r) => !(r.status === 'exited' || (r.status === 'running' && (r.health === '' || r.health === 'healthy'))));
+      if (pending.length === 0) return new Map(rows.filter((r) => r.status === 'running').map((r) => [r.service, r.id]));
+      if (Date.now() > deadline || ctx.signal?.aborted) {
+        const what = pending.map((r) => `${r.service} (${r.health || r.status})`).join(', ');
+        throw new SandboxUnavailableError(
+          ctx.signal?.aborted ? 'cancelled while starting' : `environment ${env.name} not ready in time: ${what}`,
+        );
+      }
+      await sleep(READY_POLL_MS, ctx.signal);
+    }
+  }
+
+  async sampleCleanup(sandboxes: SampleSandboxes): Promise<void> {
+    const state = this.live.get(sandboxes);
+    if (!state) return;
+    this.live.delete(sandboxes);
+    try {
+      await this.removeProject(state.project);
+    } finally {
+      state.releaseSubnets();
+      await this.options.runner.removeFile(state.overrideFile).catch(() => {});
+    }
+  }
+
+  /** Removes a project's containers, networks and volumes directly (no compose start-up). */
+  async removeProject(project: string): Promise<void> {
+    const filter = ['--filter', `label=${LABEL_PROJECT}=${project}`];
+    const ids = (await this.docker.ok(['ps', '--all', '--quiet', ...filter], { idempotent: true })).split('\n').filter(Boolean);
+    if (ids.length > 0) await this.docker.ok(['rm', '--force', '--volumes', ...ids], { idempotent: true });
+    const [nets, vols] = await Promise.all([
+      this.docker.ok(['network', 'ls', '--quiet', ...filter], { idempotent: true }),
+      this.docker.ok(['volume', 'ls', '--quiet', ...filter], { idempotent: true }),
+    ]);
+    const netIds = nets.split('\n').filter(Boolean);
+    const volIds = vols.split('\n').filter(Boolean);
+    await Promise.all([
+      netIds.length > 0 ? this.docker.call(['network', 'rm', ...netIds], { idempotent: true }) : undefined,
+      volIds.length > 0 ? this.docker.call(['volume', 'rm', '--force', ...volIds], { idempotent: true }) : undefined,
+    ]);
+  }
+
+  /** Tears down whatever this run still has running. */
+  async taskCleanup(): Promise<void> {
+    const all = [...this.live.keys()];
+    await Promise.all(all.map((s) => this.sampleCleanup(s).catch(() => {})));
+  }
+
+  /** Removes projects of ct runs whose owning process is gone (or every ct project with `all`). */
+  async sweep(options: { all?: boolean } = {}): Promise<SweepReport> {
+    const out = await this.docker.ok(
+      ['ps', '--all', '--filter', `label=${LABEL_PROJECT}`, '--format', `{{.Label "${LABEL_PROJECT}"}}`],
+      { idempotent: true },
+    );
+    const nets = await this.docker.ok(
+      ['network', 'ls', '--filter', `label=${LABEL_PROJECT}`, '--format', `{{.Label "${LABEL_PROJECT}"}}`],
+      { idempotent: true },
+    );
+    const projects = new Set([...out.split('\n'), ...nets.split('\n')].filter((p) => p.startsWith(PROJECT_PREFIX)));
+    const removed: string[] = [];
+    const kept: string[] = [];
+    for (const p of projects) {
+      const runId = runIdOfProject(p);
+      if (!runId || runId === this.options.runId || !this.options.registry.isOrphan(runId, options.all)) {
+        kept.push(p);
+        continue;
+      }
+      await this.removeProject(p);
+      removed.push(p);
+    }
+    this.options.registry.prune();
+    return { removed, kept };
+  }
+}
+
+/** The parts of `docker inspect` output that readiness needs. */
+interface InspectedContainer {
+  Id: string;
+  Config?: { Labels?: Record<string, string> };
+  State?: { Status?: string; ExitCode?: number; Health?: { Status?: string } };
+}
+
+function slug(s: string): string {
+  return s.toLowerCase().replace(/[^a-z0-9_-]+/g, '-').replace(/^-+/, '').slice(0, 32) || 'sample';
+}
+

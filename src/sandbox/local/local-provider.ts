@@ -1,0 +1,181 @@
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtemp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import {
+  ExecTimeoutError,
+  OutputLimitExceededError,
+  SandboxFileNotFoundError,
+  SandboxIsADirectoryError,
+  SandboxPermissionError,
+} from '../../errors.js';
+import { TailBuffer } from '../../host/tail-buffer.js';
+import {
+  EXEC_OUTPUT_LIMIT,
+  READ_FILE_LIMIT,
+  type ExecOptions,
+  type ExecResult,
+  type SampleInitContext,
+  type SampleSandboxes,
+  type Sandbox,
+  type SandboxEnvSpec,
+  type SandboxProvider,
+  type SweepReport,
+} from '../types.js';
+
+/**
+ * A temporary directory on this machine per sample, no isolation at all: for tests and for
+ * trusted tasks. Relative paths resolve inside the directory; commands run with it as cwd.
+ */
+export class LocalProvider implements SandboxProvider {
+  readonly name = 'local';
+  private readonly dirs = new Set<string>();
+
+  async taskInit(): Promise<void> {}
+
+  async sampleInit(_env: SandboxEnvSpec, ctx: SampleInitContext): Promise<SampleSandboxes> {
+    const dir = await mkdtemp(join(tmpdir(), `ct-local-${ctx.label.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 24)}-`));
+    this.dirs.add(dir);
+    return new Map([['default', new LocalSandbox(dir)]]);
+  }
+
+  async sampleCleanup(sandboxes: SampleSandboxes): Promise<void> {
+    for (const s of sandboxes.values()) {
+      if (s instanceof LocalSandbox) {
+        await rm(s.dir, { recursive: true, force: true });
+        this.dirs.delete(s.dir);
+      }
+    }
+  }
+
+  async taskCleanup(): Promise<void> {
+    await Promise.all([...this.dirs].map((d) => rm(d, { recursive: true, force: true })));
+    this.dirs.clear();
+  }
+
+  async sweep(): Promise<SweepReport> {
+    return { removed: [], kept: [] };
+  }
+}
+
+export class LocalSandbox implements Sandbox {
+  readonly service = 'default';
+  constructor(readonly dir: string) {}
+
+  describe(): string {
+    return `local:${this.dir}`;
+  }
+
+  private path(p: string): string {
+    return isAbsolute(p) ? p : resolve(this.dir, p);
+  }
+
+  exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    const ids = options.user ? userIds(options.user) : undefined;
+    return new Promise((resolvePromise, reject) => {
+      const child = spawn(cmd[0]!, cmd.slice(1), {
+        cwd: options.cwd ? this.path(options.cwd) : this.dir,
+        env: { ...process.env, ...options.env },
+        detached: true,
+        uid: ids?.uid,
+        gid: ids?.gid,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      const out = new TailBuffer(EXEC_OUTPUT_LIMIT);
+      const err = new TailBuffer(EXEC_OUTPUT_LIMIT);
+      let timedOut = false;
+      const timer =
+        options.timeout !== undefined
+          ? setTimeout(() => {
+              timedOut = true;
+              try {
+                process.kill(-child.pid!, 'SIGKILL');
+              } catch {
+                child.kill('SIGKILL');
+              }
+            }, options.timeout * 1000)
+          : undefined;
+      child.stdout.on('data', (c: Buffer) => out.push(c));
+      child.stderr.on('data', (c: Buffer) => err.push(c));
+      child.stdin.on('error', () => {});
+      child.on('error', (e: NodeJS.ErrnoException) => {
+        if (timer) clearTimeout(timer);
+        // Like a shell: a missing program is exit code 127, not an exception.
+        if (e.code === 'ENOENT' || e.code === 'EACCES') {
+          resolvePromise({ success: false, returncode: e.code === 'ENOENT' ? 127 : 126, stdout: '', stderr: e.message });
+        } else reject(e);
+      });
+      child.on('close', (code, signal) => {
+        if (timer) clearTimeout(timer);
+        const stdout = out.toBuffer().toString('utf8');
+        const stderr = err.toBuffer().toString('utf8');
+        if (timedOut) {
+          reject(new ExecTimeoutError(`Command timed out after ${options.timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr));
+          return;
+        }
+        const returncode = code ?? 128 + (signal ? 9 : 0);
+        resolvePromise({ success: returncode === 0, returncode, stdout, stderr });
+      });
+      if (options.input !== undefined) child.stdin.end(options.input);
+      else child.stdin.end();
+    });
+  }
+
+  async writeFile(path: string, contents: string | Uint8Array): Promise<void> {
+    const p = this.path(path);
+    try {
+      await mkdir(dirname(p), { recursive: true });
+      await writeFile(p, contents);
+    } catch (e) {
+      throw fileError(e, path);
+    }
+  }
+
+  readFile(path: string, format?: 'text'): Promise<string>;
+  readFile(path: string, format: 'bytes'): Promise<Uint8Array>;
+  async readFile(path: string, format: 'text' | 'bytes' = 'text'): Promise<string | Uint8Array> {
+    const p = this.path(path);
+    try {
+      const st = await stat(p);
+      if (st.isDirectory()) throw Object.assign(new Error(), { code: 'EISDIR' });
+      if (st.size > READ_FILE_LIMIT) throw new OutputLimitExceededError(`${path} is larger than the read limit`);
+      const buf = await readFile(p);
+      return format === 'bytes' ? new Uint8Array(buf) : buf.toString('utf8');
+    } catch (e) {
+      throw fileError(e, path);
+    }
+  }
+
+  async isAlive(): Promise<boolean> {
+    return stat(this.dir).then(
+      (s) => s.isDirectory(),
+      () => false,
+    );
+  }
+}
+
+function fileError(e: unknown, path: string): Error {
+  switch ((e as NodeJS.ErrnoException).code) {
+    case 'ENOENT':
+      return new SandboxFileNotFoundError(`File not found: ${path}`);
+    case 'EISDIR':
+      return new SandboxIsADirectoryError(`Is a directory: ${path}`);
+    case 'EACCES':
+    case 'EPERM':
+    case 'EROFS':
+    case 'EIO':
+      return new SandboxPermissionError(`Permission denied: ${path}`);
+    default:
+      return e as Error;
+  }
+}
+
+function userIds(user: string): { uid: number; gid: number } {
+  try {
+    const uid = Number(execFileSync('id', ['-u', user], { encoding: 'utf8' }).trim());
+    const gid = Number(execFileSync('id', ['-g', user], { encoding: 'utf8' }).trim());
+    return { uid, gid };
+  } catch {
+    throw new SandboxPermissionError(`no such user on this machine: ${user}`);
+  }
+}

@@ -1,0 +1,90 @@
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+
+/**
+ * Records which process owns which run, so a later process can tell the sandboxes of a run that
+ * was killed (SIGKILL, a crash, a closed laptop) from those of a run still going.
+ * One file per run: `<stateDir>/runs/<runId>.json` = {pid, host, started}.
+ */
+export interface RunOwner {
+  runId: string;
+  pid: number;
+  host: string;
+  started: string;
+}
+
+/** Compose projects ct starts are named `ct-<runId>-...`; nothing else is ever touched. */
+export const PROJECT_PREFIX = 'ct-';
+const PROJECT_RE = /^ct-([a-z0-9]{8})-/;
+
+export function newRunId(): string {
+  return randomBytes(5).toString('hex').slice(0, 8);
+}
+
+export function runIdOfProject(project: string): string | undefined {
+  return PROJECT_RE.exec(project)?.[1];
+}
+
+export class RunRegistry {
+  private readonly dir: string;
+
+  constructor(stateDir: string) {
+    this.dir = join(stateDir, 'runs');
+  }
+
+  register(runId: string): RunOwner {
+    mkdirSync(this.dir, { recursive: true });
+    const owner: RunOwner = { runId, pid: process.pid, host: hostname(), started: new Date().toISOString() };
+    writeFileSync(join(this.dir, `${runId}.json`), JSON.stringify(owner));
+    return owner;
+  }
+
+  unregister(runId: string): void {
+    rmSync(join(this.dir, `${runId}.json`), { force: true });
+  }
+
+  owner(runId: string): RunOwner | undefined {
+    try {
+      return JSON.parse(readFileSync(join(this.dir, `${runId}.json`), 'utf8')) as RunOwner;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * True when the run was started from this machine and its process is gone. A run with no
+   * record is not ours to judge (another machine may own it) unless `all` is set.
+   */
+  isOrphan(runId: string, all = false): boolean {
+    const o = this.owner(runId);
+    if (!o) return all;
+    if (o.host !== hostname()) return all;
+    return !pidAlive(o.pid);
+  }
+
+  /** Removes records of runs whose process is gone. */
+  prune(): void {
+    let names: string[] = [];
+    try {
+      names = readdirSync(this.dir);
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      const id = n.replace(/\.json$/, '');
+      const o = this.owner(id);
+      if (o && o.host === hostname() && !pidAlive(o.pid)) this.unregister(id);
+    }
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * The sandbox seam. A *provider* (docker, local, ssh, ...) turns an environment into running
+ * sandboxes; a *sandbox* is one service of one sample, where tools and scorers run.
+ *
+ * Lifecycle (each provider honours it, and the conformance suite checks it):
+ *   taskInit(env)      once per environment per run: build or pull images.
+ *   sampleInit(env)    once per sample: start the services; returns them, `default` first.
+ *   sampleCleanup(s)   once per sample, always (also after errors and on Ctrl-C).
+ *   taskCleanup()      once per run: remove whatever a sample left behind.
+ *   sweep()            on demand (`ct sandbox cleanup`) and at start-up: remove resources whose
+ *                      owning process is gone.
+ */
+
+export interface ExecOptions {
+  /** Sent to the command's standard input, then closed. */
+  input?: string | Uint8Array;
+  cwd?: string;
+  env?: Record<string, string>;
+  user?: string;
+  /** Seconds. The process tree is killed inside the sandbox when it passes. */
+  timeout?: number;
+}
+
+export interface ExecResult {
+  success: boolean;
+  returncode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Cap per output stream; past it the tail is kept (as Inspect does). */
+export const EXEC_OUTPUT_LIMIT = 10 * 1024 * 1024;
+/** Cap for readFile. */
+export const READ_FILE_LIMIT = 100 * 1024 * 1024;
+
+export interface Sandbox {
+  /** The compose service this sandbox is (`default` for the agent's). */
+  readonly service: string;
+  exec(cmd: string[], options?: ExecOptions): Promise<ExecResult>;
+  /** Creates parent directories. */
+  writeFile(path: string, contents: string | Uint8Array): Promise<void>;
+  readFile(path: string, format?: 'text'): Promise<string>;
+  readFile(path: string, format: 'bytes'): Promise<Uint8Array>;
+  /** False when the service's container (or directory) is gone or stopped. */
+  isAlive(): Promise<boolean>;
+  /** A description for the log (`docker:<container>`, `local:<dir>`). */
+  describe(): string;
+}
+
+/** The sandboxes of one sample, by service name; `default` is always present and first. */
+export type SampleSandboxes = Map<string, Sandbox>;
+
+/** What a provider needs to know of an environment. */
+export interface SandboxEnvSpec {
+  /** Environment id (folder name). */
+  name: string;
+  /** Absolute path of the compose file. */
+  composeFile: string;
+}
+
+export interface SampleInitContext {
+  /** A short label for names (sample id and epoch). */
+  label: string;
+  signal?: AbortSignal;
+}
+
+export interface SweepReport {
+  removed: string[];
+  kept: string[];
+}
+
+export interface SandboxProvider {
+  readonly name: string;
+  taskInit(env: SandboxEnvSpec, signal?: AbortSignal): Promise<void>;
+  sampleInit(env: SandboxEnvSpec, ctx: SampleInitContext): Promise<SampleSandboxes>;
+  sampleCleanup(sandboxes: SampleSandboxes): Promise<void>;
+  taskCleanup(): Promise<void>;
+  sweep(options?: { all?: boolean }): Promise<SweepReport>;
+}
