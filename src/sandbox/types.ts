@@ -76,4 +76,8 @@ export interface SandboxProvider {
   sampleCleanup(sandboxes: SampleSandboxes): Promise<void>;
   taskCleanup(): Promise<void>;
   sweep(options?: { all?: boolean }): Promise<SweepReport>;
+  /** Fails with instructions when the provider's host is not usable (e.g. Docker not running). */
+  preflight?(): Promise<void>;
+  /** Releases connections and machines (SSH, EC2) at the end of a run. */
+  close?(): Promise<void>;
 }

@@ -71,7 +71,7 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** Fails with instructions when the Docker Engine does not answer. */
-  async checkEngine(): Promise<void> {
+  async preflight(): Promise<void> {
     const r = await this.options.runner.run(['docker', 'version', '--format', '{{.Server.Version}}'], { timeoutMs: 20_000 }).catch(
       (e: Error) => ({ code: -1, stderr: Buffer.from(e.message), stdout: Buffer.alloc(0), timedOut: false }),
     );

@@ -1,0 +1,25 @@
+import { InvalidArgumentError } from 'commander';
+
+/** Commander option parsers: each turns bad input into a usage error (exit 2). */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number of at least 1');
+  return n;
+}
+
+export function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('must be a number above 0');
+  return n;
+}
+
+/** `-p key=value`, repeatable, into a record. */
+export function keyValue(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const i = value.indexOf('=');
+  if (i <= 0) throw new InvalidArgumentError(`"${value}" is not key=value`);
+  return { ...previous, [value.slice(0, i).trim()]: value.slice(i + 1) };
+}

@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+import { loadConfig } from '../config/config.js';
+import { createProvider } from '../sandbox/registry.js';
+import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
+
+export function registerSandboxCommands(program: Command): void {
+  const sandbox = program.command('sandbox').description('Manage sandboxes.');
+  sandbox
+    .command('cleanup')
+    .description('Remove sandboxes left behind by ct runs that were killed (their process is gone).')
+    .option('--all', 'remove every ct sandbox on the host, including those of runs still going')
+    .option('--sandbox <kind>', 'which host: docker (this machine)', 'docker')
+    .option('--json', 'print what was removed as JSON')
+    .addHelpText('after', '\nExample:\n  ct sandbox cleanup\n')
+    .action(async (flags: { all?: boolean; sandbox: string; json?: boolean }) => {
+      const config = loadConfig({ cwd: process.cwd(), env: process.env });
+      const registry = new RunRegistry(config.state_dir);
+      const provider = await createProvider(flags.sandbox, { config, runId: newRunId(), registry, onNotice: () => {} });
+      await provider.preflight?.();
+      try {
+        const report = await provider.sweep({ all: flags.all });
+        if (flags.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+        else {
+          for (const p of report.removed) process.stdout.write(`removed ${p}\n`);
+          process.stdout.write(
+            `${report.removed.length} sandbox project(s) removed${report.kept.length ? `, ${report.kept.length} kept (their run is still going; --all removes them)` : ''}\n`,
+          );
+        }
+      } finally {
+        await provider.close?.().catch(() => {});
+      }
+    });
+}

@@ -1,0 +1,56 @@
+import { ConfigError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { LocalRunner } from '../host/local-runner.js';
+import { DockerProvider } from './docker/docker-provider.js';
+import { LocalProvider } from './local/local-provider.js';
+import type { RunRegistry } from './run-registry.js';
+import type { SandboxProvider } from './types.js';
+
+export interface ProviderContext {
+  config: Config;
+  runId: string;
+  registry: RunRegistry;
+  /** Said once per occurrence to the user and the log (e.g. a fallback was taken). */
+  onNotice: (message: string) => void;
+  signal?: AbortSignal;
+}
+
+type Factory = (spec: string, ctx: ProviderContext) => Promise<SandboxProvider>;
+
+/**
+ * Sandbox kinds by the form of `--sandbox`: `docker` (default), `local`, and whatever other
+ * modules register (`ssh://user@host`, `ec2`). Matched in order; the first `match` wins.
+ */
+const FACTORIES: Array<{ match: (spec: string) => boolean; usage: string; create: Factory }> = [
+  {
+    match: (s) => s === 'docker',
+    usage: 'docker',
+    create: async (_s, ctx) => dockerProvider(ctx),
+  },
+  {
+    match: (s) => s === 'local',
+    usage: 'local',
+    create: async () => new LocalProvider(),
+  },
+];
+
+export function registerSandboxKind(match: (spec: string) => boolean, usage: string, create: Factory): void {
+  FACTORIES.push({ match, usage, create });
+}
+
+export async function createProvider(spec: string, ctx: ProviderContext): Promise<SandboxProvider> {
+  const f = FACTORIES.find((x) => x.match(spec));
+  if (!f) throw new ConfigError(`unknown sandbox "${spec}"; use one of: ${FACTORIES.map((x) => x.usage).join(', ')}`);
+  return f.create(spec, ctx);
+}
+
+function dockerProvider(ctx: ProviderContext): SandboxProvider {
+  return new DockerProvider({
+    runner: new LocalRunner(),
+    runId: ctx.runId,
+    registry: ctx.registry,
+    compose: ctx.config.sandbox.compose,
+    startTimeout: ctx.config.sandbox.start_timeout,
+    networkPool: ctx.config.sandbox.network_pool,
+  });
+}
