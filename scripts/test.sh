@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: set the machine up, install the
+# npm dependencies if needed, build and run the tests. Exits non-zero if any fail.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+say() { echo "test: $*"; }
+
+bash scripts/setup-machine.sh
+
+bash scripts/npm-install.sh
+
+say "running npm test"
+npm test

@@ -1,0 +1,77 @@
+/**
+ * The parts of the zip format (PKWARE APPNOTE.TXT) that `.eval` logs use: local file headers,
+ * central directory records, the end-of-central-directory record and its ZIP64 forms. Shared by
+ * the appender and the reader.
+ */
+import * as zlib from 'node:zlib';
+
+export const LOCAL_HEADER_SIGNATURE = 0x04034b50;
+export const CENTRAL_HEADER_SIGNATURE = 0x02014b50;
+export const EOCD_SIGNATURE = 0x06054b50;
+export const ZIP64_EOCD_SIGNATURE = 0x06064b50;
+export const ZIP64_LOCATOR_SIGNATURE = 0x07064b50;
+
+export const LOCAL_HEADER_SIZE = 30;
+export const CENTRAL_HEADER_SIZE = 46;
+export const EOCD_SIZE = 22;
+export const ZIP64_EOCD_SIZE = 56;
+export const ZIP64_LOCATOR_SIZE = 20;
+/** An EOCD may be followed by a comment of up to 65535 bytes. */
+export const MAX_EOCD_SEARCH = EOCD_SIZE + 0xffff;
+
+export const METHOD_STORED = 0;
+export const METHOD_DEFLATE = 8;
+/** Written by default by recent Inspect versions. */
+export const METHOD_ZSTD = 93;
+
+export const FLAG_UTF8_NAME = 0x0800;
+export const ZIP64_EXTRA_ID = 0x0001;
+
+/** 32-bit fields hold this when the real value is in a ZIP64 record. */
+export const U32_SENTINEL = 0xffffffff;
+export const U16_SENTINEL = 0xffff;
+
+/** One member as described by the central directory. */
+export interface ZipEntry {
+  name: string;
+  method: number;
+  flags: number;
+  crc32: number;
+  compressedSize: number;
+  uncompressedSize: number;
+  /** Offset of the member's local header in the file. */
+  localHeaderOffset: number;
+  dosTime: number;
+  dosDate: number;
+}
+
+const nodeCrc32 = (zlib as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
+let crcTable: Uint32Array | undefined;
+
+/** CRC-32 as zip uses it; node's zlib.crc32 when present (Node >= 20.15), else a table. */
+export function crc32(data: Uint8Array): number {
+  if (nodeCrc32) return nodeCrc32(data) >>> 0;
+  crcTable ??= buildCrcTable();
+  let crc = 0xffffffff;
+  for (let i = 0; i < data.length; i++) crc = crcTable[(crc ^ data[i]!) & 0xff]! ^ (crc >>> 8);
+  return (crc ^ 0xffffffff) >>> 0;
+}
+
+function buildCrcTable(): Uint32Array {
+  const table = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    table[n] = c >>> 0;
+  }
+  return table;
+}
+
+/** MS-DOS time and date fields (local time, 2-second resolution, years 1980-2107). */
+export function dosDateTime(date: Date): { dosTime: number; dosDate: number } {
+  const year = Math.min(Math.max(date.getFullYear(), 1980), 2107);
+  return {
+    dosTime: (date.getHours() << 11) | (date.getMinutes() << 5) | Math.floor(date.getSeconds() / 2),
+    dosDate: ((year - 1980) << 9) | ((date.getMonth() + 1) << 5) | date.getDate(),
+  };
+}
