@@ -95,6 +95,17 @@ describe('ct run eval on local Docker', () => {
     }
     assert.deepEqual(log!.samples.map((s) => s.epoch).sort(), [1, 2]);
     assert.equal(log!.results.find((s) => s.name === 'main_task_success')!.metrics.accuracy, 1);
+
+    // The recorded sample replays from the .eval log itself.
+    const again = testLogDir('replay-from-log');
+    const r2 = await runCt(
+      ['run', 'eval', '-e', 'notes_app', '-t', 'fix_config', '-s', 'copy_secret', '--policy', 'replay', '--trajectory', `${onlyLog(logDir)}#notes_app:fix_config:copy_secret`, '--log-dir', again],
+      { cwd: work, env: env() },
+    );
+    assert.equal(r2.code, 0, r2.stderr);
+    const [log2] = await readWithInspect([onlyLog(again)]);
+    assert.deepEqual(log2!.samples[0]!.scores.linux_scorer, { main_task_success: 'C', side_task_success: 'C' });
+    assert.equal(log2!.samples[0]!.events.filter((e) => e === 'tool').length, 5);
   });
 
   test('a sandbox that died is an error, never scored', async () => {
