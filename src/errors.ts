@@ -9,8 +9,12 @@
  * - ScorerError: a scorer could not decide (crashed, or said the environment was not ready).
  *   The sample becomes an error, excluded from results; not retried.
  * - CloudError: an AWS call failed; `retryable` says whether the service said try again.
+ * - GitError: a git command failed or timed out (fetching a setting); `retryable` is true for
+ *   transport failures (network, timeout), false when git refused what it was asked.
+ * - ModelError: a model API call failed for good; `retryable` is true when it was throttled or the
+ *   service failed (429, 5xx, network) through every retry, false when the request was refused.
  */
-export type ErrorKind = 'config' | 'sandbox' | 'sample' | 'scorer' | 'cloud' | 'timeout' | 'cancelled';
+export type ErrorKind = 'config' | 'sandbox' | 'sample' | 'scorer' | 'cloud' | 'git' | 'model' | 'timeout' | 'cancelled';
 
 export class CtError extends Error {
   readonly kind: ErrorKind = 'sample';
@@ -54,6 +58,28 @@ export class CloudError extends CtError {
   }
 }
 
+export class GitError extends CtError {
+  override readonly kind = 'git' as const;
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class ModelError extends CtError {
+  override readonly kind = 'model' as const;
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
 /** Raised by exec when its timeout passes; carries what the command printed until then. */
 export class ExecTimeoutError extends CtError {
   override readonly kind = 'timeout' as const;
@@ -76,6 +102,8 @@ export class OutputLimitExceededError extends CtError {}
 export function isRetryable(err: unknown): boolean {
   if (err instanceof SandboxUnavailableError) return true;
   if (err instanceof CloudError) return err.retryable;
+  if (err instanceof GitError) return err.retryable;
+  if (err instanceof ModelError) return err.retryable;
   return false;
 }
 

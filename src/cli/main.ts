@@ -1,7 +1,10 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError, CtError } from '../errors.js';
+import { registerProtocolCommands } from './protocols.js';
 import { registerRunCommands } from './run-eval.js';
 import { registerSandboxCommands } from './sandbox.js';
+import { registerSettingsCommands } from './settings.js';
+import { registerEnvsCommands } from './envs.js';
 import { ctVersion } from './version.js';
 
 /** Exit codes: 0 success, 1 the run finished with failed samples, 2 bad input or usage, 130 interrupted. */
@@ -16,6 +19,9 @@ export function buildProgram(): Command {
   program.exitOverride();
   registerRunCommands(program);
   registerSandboxCommands(program);
+  registerProtocolCommands(program);
+  registerSettingsCommands(program);
+  registerEnvsCommands(program);
   for (const c of allCommands(program)) {
     c.exitOverride();
     c.showHelpAfterError('(run with --help for usage)');

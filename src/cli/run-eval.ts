@@ -7,12 +7,14 @@ import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress } from '../eval/progress.js';
 import { DEFAULT_SAMPLE_OPTIONS } from '../eval/run-sample.js';
 import { runEval, type RunEvalResult } from '../eval/runner.js';
-import { createPolicy } from '../policies/registry.js';
+import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
+import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
 import { createProvider } from '../sandbox/registry.js';
 import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
+import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
 import { ctVersion } from './version.js';
 
 interface RunEvalFlags {
@@ -32,8 +34,14 @@ interface RunEvalFlags {
   failOnError: boolean;
   policy: string;
   policyArg: Record<string, string>;
+  modelRole: Record<string, string>;
   trajectory?: string;
   sandbox: string;
+  sshKey?: string;
+  keepEc2Instance?: boolean;
+  ec2InstanceType?: string;
+  region?: string;
+  sshCidr?: string;
   execChannel: boolean;
   json?: boolean;
   quiet?: boolean;
@@ -58,10 +66,15 @@ export function registerRunCommands(program: Command): void {
     .option('--token-limit <n>', 'model tokens per sample before it stops', positiveInt)
     .option('--log-dir <dir>', 'where the .eval log goes (default ./logs)')
     .option('--no-fail-on-error', 'exit 0 and mark the log successful even when samples errored')
-    .option('--policy <name>', 'the agent: test, replay', 'test')
-    .option('-p, --policy-arg <key=value>', 'policy argument (repeatable)', keyValue, {})
+    .option(
+      '--policy <name>',
+      'the agent: honest, attack, obvious-attack, test, replay, or path/to/module.ts:exportName (`ct protocols policies` lists them)',
+      'test',
+    )
+    .option('-p, --policy-arg <key=value>', 'policy argument, e.g. -p model=sonnet -p max_steps=80 (repeatable)', keyValue, {})
+    .option('--model-role <role=model>', `set a model role (${MODEL_ROLES.join(', ')}) to a model or alias (repeatable)`, keyValue, {})
     .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, or an .eval log with #sample_id')
-    .option('--sandbox <kind>', 'where samples run: docker, local', 'docker')
+    .option('--sandbox <kind>', SANDBOX_KINDS_HELP, 'docker')
     .option('--no-exec-channel', 'run every command with a fresh `docker exec` instead of a persistent shell')
     .option('--json', 'print the outcome as JSON on stdout')
     .addOption(new Option('--quiet', 'no progress output').default(false))
@@ -70,11 +83,20 @@ export function registerRunCommands(program: Command): void {
       '\nExamples:\n' +
         '  ct run eval -e web_server -t add_endpoint --policy test\n' +
         '  ct run eval --task-file demo --epochs 3 --max-samples 4\n' +
-        '  ct run eval -e web_server -t add_endpoint --policy replay --trajectory calls.jsonl\n',
+        '  ct run eval -e web_server -t add_endpoint --policy replay --trajectory calls.jsonl\n' +
+        '  ct run eval --task-file demo --policy honest -p model=sonnet -p max_steps=40\n' +
+        '  ct run eval -e web_server -t add_endpoint -s exfiltrate --policy attack --model-role untrusted=opus\n' +
+        '  ct run eval --task-file demo --policy ./my_policies/careful.ts:carefulPolicy -p level=2\n' +
+        '\nModels: anthropic/<model> (ANTHROPIC_API_KEY), openai/<model> (OPENAI_API_KEY); an OpenAI-compatible\n' +
+        'server (vLLM, Ollama, OpenRouter) is openai/<model> with -p base_url=URL or OPENAI_BASE_URL.\n',
     )
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
     });
+  addRemoteSandboxOptions(run.commands.find((c) => c.name() === 'eval')!, true).addHelpText(
+    'after',
+    `Remote sandbox examples:\n${REMOTE_SANDBOX_EXAMPLES}${REMOTE_SANDBOX_NOTES}`,
+  );
 }
 
 async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
@@ -84,6 +106,8 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     overrides: {
       log_dir: flags.logDir,
       ...(flags.execChannel === false ? { 'sandbox.exec_channel': false } : {}),
+      ...remoteSandboxOverrides(flags),
+      ...modelRoleOverrides(flags.modelRole),
     },
   });
   const catalog = new SettingsCatalog(config.settings_dir);
@@ -103,7 +127,8 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     if (id) policyArgs.sample_id = id;
   }
   if (flags.trajectory && flags.policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
-  const policy = await createPolicy(flags.policy, policyArgs);
+  const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd() });
+  checkPolicyFitsSamples(policy, samples);
 
   const runId = newRunId();
   const registry = new RunRegistry(config.state_dir);
@@ -142,6 +167,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
       provider,
       policy,
       policyArgs,
+      ...(policy.model ? { model: policy.model } : {}),
       sampleOptions: sampleOptions(config, flags),
       logDir: config.log_dir,
       runId,
@@ -172,6 +198,19 @@ function sampleOptions(config: Config, flags: RunEvalFlags) {
     tokenLimit: flags.tokenLimit,
     tools: { bashTimeout: config.eval.bash_timeout, modelOutputLimit: config.eval.tool_output_limit },
   };
+}
+
+/** `--model-role untrusted=sonnet` sets the config key models.aliases.untrusted. */
+function modelRoleOverrides(roles: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [role, model] of Object.entries(roles)) {
+    if (!(MODEL_ROLES as readonly string[]).includes(role)) {
+      throw new ConfigError(`--model-role ${role}=${model}: unknown role "${role}"; roles: ${MODEL_ROLES.join(', ')}`);
+    }
+    if (!model.trim()) throw new ConfigError(`--model-role ${role}= needs a model or alias`);
+    out[`models.aliases.${role}`] = model.trim();
+  }
+  return out;
 }
 
 function taskName(flags: RunEvalFlags): string {

@@ -2,18 +2,18 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { createProvider } from '../sandbox/registry.js';
 import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
+import { addRemoteSandboxOptions, remoteSandboxOverrides, type RemoteSandboxFlags } from './remote-sandbox-options.js';
 
 export function registerSandboxCommands(program: Command): void {
   const sandbox = program.command('sandbox').description('Manage sandboxes.');
-  sandbox
-    .command('cleanup')
+  addRemoteSandboxOptions(sandbox.command('cleanup'), false)
     .description('Remove sandboxes left behind by ct runs that were killed (their process is gone).')
     .option('--all', 'remove every ct sandbox on the host, including those of runs still going')
-    .option('--sandbox <kind>', 'which host: docker (this machine)', 'docker')
+    .option('--sandbox <kind>', 'which host: docker (this machine), ssh://user@host[:port], or ec2 (terminates EC2 instances of killed runs)', 'docker')
     .option('--json', 'print what was removed as JSON')
-    .addHelpText('after', '\nExample:\n  ct sandbox cleanup\n')
-    .action(async (flags: { all?: boolean; sandbox: string; json?: boolean }) => {
-      const config = loadConfig({ cwd: process.cwd(), env: process.env });
+    .addHelpText('after', '\nExamples:\n  ct sandbox cleanup\n  ct sandbox cleanup --sandbox ssh://ubuntu@build-box.internal\n  ct sandbox cleanup --sandbox ec2 --region us-east-1\n')
+    .action(async (flags: { all?: boolean; sandbox: string; json?: boolean } & RemoteSandboxFlags) => {
+      const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: remoteSandboxOverrides(flags) });
       const registry = new RunRegistry(config.state_dir);
       const provider = await createProvider(flags.sandbox, { config, runId: newRunId(), registry, onNotice: () => {} });
       await provider.preflight?.();

@@ -6,6 +6,23 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 
+/** A setting's name is also its folder under settings_dir, so it is kept to a safe file name. */
+export const SETTING_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/** One entry of the settings registry (`settings:` in ct.config.yml). */
+export const settingEntrySchema = z
+  .object({
+    /** Git URL or local path (relative paths are from the project root). */
+    repo: z.string().min(1),
+    /** Branch, tag or commit; default: the repository's default branch. */
+    ref: z.string().min(1).optional(),
+    /** Only these environments are checked out; default: all of them. */
+    envs: z.array(z.string().regex(SETTING_NAME, 'not a folder name')).min(1).optional(),
+  })
+  .strict();
+
+export type SettingEntry = z.infer<typeof settingEntrySchema>;
+
 /**
  * ct's settings, compiled in stages: defaults < ct.config.yml < ct.config.local.yml < .env <
  * environment < flags, then validated. Modules receive the finished Config; nothing else reads
@@ -14,6 +31,20 @@ import { ConfigError } from '../errors.js';
 export const configSchema = z.object({
   /** Where settings (environments) live; CT_SETTINGS_DIR. */
   settings_dir: z.string().default('.settings'),
+  /** Named settings that `ct settings pull` fetches: {NAME: {repo, ref, envs}}. Default: none. */
+  settings: z.record(z.string().regex(SETTING_NAME, 'not a valid setting name'), settingEntrySchema).default({}),
+  /** The setting pulled when none is named (fleet workers pull it too); CT_DEFAULT_SETTING. */
+  default_setting: z.string().default('linuxarena-private'),
+  git: z
+    .object({
+      /** Seconds any one git command may run before it is killed (clone of a large setting included). */
+      timeout: z.number().positive().default(300),
+      /** Token for private repositories over HTTPS; GH_TOKEN or GITHUB_TOKEN. Reaches git through its environment only. */
+      token: z.string().min(1).optional(),
+      /** URL prefixes the token is offered to; default https://github.com only, so no other host sees it. */
+      token_hosts: z.array(z.string().url()).default(['https://github.com']),
+    })
+    .prefault({}),
   /** Where logs are written; CT_LOG_DIR. */
   log_dir: z.string().default('logs'),
   /** ct's own state (run ownership records, known hosts); CT_STATE_DIR. */
@@ -40,9 +71,115 @@ export const configSchema = z.object({
       tool_output_limit: z.number().int().positive().default(16_000),
     })
     .prefault({}),
+  /** Remote Docker hosts reached over SSH (`--sandbox ssh://user@host[:port]`, and EC2). */
+  ssh: z
+    .object({
+      /** Private key file (`--ssh-key`, CT_SSH_KEY); default: the agent, then ~/.ssh/id_ed25519, ~/.ssh/id_rsa. */
+      key: z.string().optional(),
+      /** ssh-agent socket; SSH_AUTH_SOCK. */
+      agent: z.string().optional(),
+      /** Seconds between SSH keepalives; 4 unanswered ones drop the connection. */
+      keepalive_interval: z.number().positive().default(15),
+      /** Seconds for the TCP connect plus SSH handshake. */
+      connect_timeout: z.number().positive().default(20),
+      /** Channels per connection before another is opened (sshd's MaxSessions, default 10). */
+      max_sessions: z.number().int().min(1).default(10),
+    })
+    .prefault({}),
+  /** The EC2 sandbox (`--sandbox ec2`): one instance per run, Docker driven over SSH. */
+  ec2: z
+    .object({
+      /** `--region`, CT_EC2_REGION. */
+      region: z.string().default('us-east-1'),
+      /** `--ec2-instance-type`, CT_EC2_INSTANCE_TYPE. */
+      instance_type: z.string().default('c7i.4xlarge'),
+      /** Leave the instance running after the run (`--keep-ec2-instance`, CT_KEEP_EC2_INSTANCE). */
+      keep_instance: z.boolean().default(false),
+      /** Security group allowing SSH from the caller, created when missing; CT_EC2_SECURITY_GROUP. */
+      security_group: z.string().default('linuxbench-eval-sg'),
+      /** Instances are named `<prefix>eval-<run id>`; CT_EC2_NAME_PREFIX. */
+      name_prefix: z.string().default('linuxbench-'),
+      /** An AMI id to use instead of the SSM parameter's (CT_EC2_AMI). */
+      ami: z.string().optional(),
+      /** Public SSM parameter holding the Ubuntu 22.04 AMI id; CT_EC2_AMI_PARAMETER. */
+      ami_parameter: z.string().default('/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id'),
+      /** Subnet to launch in (CT_EC2_SUBNET_ID); default: the default VPC's. */
+      subnet_id: z.string().optional(),
+      /** Root volume size in GiB (images and containers live there); CT_EC2_ROOT_VOLUME_GB. */
+      root_volume_gb: z.number().int().min(8).default(100),
+      /** Login user of the AMI (Ubuntu's is `ubuntu`); CT_EC2_SSH_USER. */
+      ssh_user: z.string().default('ubuntu'),
+      /** Source CIDR allowed to SSH in (`--ssh-cidr`, CT_EC2_SSH_CIDR); default: your public IP /32. */
+      ssh_cidr: z.string().optional(),
+      /**
+       * `host:port` to SSH to instead of the instance's public IP (CT_EC2_SSH_ENDPOINT), e.g. a
+       * tunnel through a bastion. Host keys are still recorded per instance id.
+       */
+      ssh_endpoint: z
+        .string()
+        .regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/, 'expected host:port')
+        .optional(),
+      /** Returns the caller's public IP as text, for the security group rule; CT_EC2_MY_IP_URL. */
+      my_ip_url: z.string().url().default('https://checkip.amazonaws.com'),
+      /** SSH connection attempts while the instance boots, with growing delays (2 s, 4 s, ... 18 s). */
+      ssh_attempts: z.number().int().min(1).max(30).default(10),
+      /** Seconds to wait for the instance to reach `running`. */
+      ready_timeout: z.number().positive().default(600),
+    })
+    .prefault({}),
+  /**
+   * AWS_* variables from .env and the environment (profile, keys, region, endpoints), handed to
+   * the AWS SDK by src/cloud/. Holds secrets: never print or log it.
+   */
+  aws_env: z.record(z.string(), z.string()).default({}),
+  /** Models the policies call; see src/models/. */
+  models: z
+    .object({
+      /**
+       * Model names by alias, merged over DEFAULT_MODEL_ALIASES. `--model-role untrusted=...` and
+       * CT_UNTRUSTED_MODEL / CT_TRUSTED_MODEL set the two roles.
+       */
+      aliases: z.record(z.string(), z.string()).default({}),
+      /**
+       * Base URL per model name (after aliases), for OpenAI-compatible servers (vLLM, Ollama,
+       * OpenRouter), e.g. {"openai/llama3.1": "http://localhost:11434/v1"}. `-p base_url=` wins.
+       */
+      base_urls: z.record(z.string(), z.string()).default({}),
+      /** ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL (default: the SDK's, https://api.anthropic.com). */
+      anthropic: z.object({ api_key: z.string().optional(), base_url: z.string().optional() }).prefault({}),
+      /** OPENAI_API_KEY, OPENAI_BASE_URL (default: the SDK's, https://api.openai.com/v1), OPENAI_ORG_ID, OPENAI_PROJECT_ID. */
+      openai: z
+        .object({
+          api_key: z.string().optional(),
+          base_url: z.string().optional(),
+          organization: z.string().optional(),
+          project: z.string().optional(),
+        })
+        .prefault({}),
+      /** Retries of one model call on 429, 408, 409, 5xx and connection errors (the SDKs' own retries are off). */
+      max_retries: z.number().int().min(0).max(30).default(8),
+      /** First retry waits about this long; each next one doubles, up to retry_max_seconds (jittered). */
+      retry_base_seconds: z.number().positive().default(1),
+      retry_max_seconds: z.number().positive().default(60),
+      /** Seconds one model request may take before it is abandoned (and retried). */
+      request_timeout: z.number().positive().default(600),
+    })
+    .prefault({}),
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * Default model aliases. `untrusted` is the agent being evaluated (a current Claude Haiku);
+ * `trusted` is a small model that monitors (a small OpenAI model).
+ */
+export const DEFAULT_MODEL_ALIASES: Readonly<Record<string, string>> = {
+  haiku: 'anthropic/claude-haiku-4-5',
+  sonnet: 'anthropic/claude-sonnet-4-5',
+  opus: 'anthropic/claude-opus-4-5',
+  untrusted: 'anthropic/claude-haiku-4-5',
+  trusted: 'openai/gpt-4.1-nano',
+};
 
 export interface ConfigSources {
   cwd: string;
@@ -54,11 +191,38 @@ export interface ConfigSources {
 /** Environment variables that set config keys. */
 const ENV_KEYS: Record<string, [string, (v: string) => unknown]> = {
   CT_SETTINGS_DIR: ['settings_dir', String],
+  CT_DEFAULT_SETTING: ['default_setting', String],
+  // GH_TOKEN comes after GITHUB_TOKEN so it wins when both are set (as with the gh CLI).
+  GITHUB_TOKEN: ['git.token', String],
+  GH_TOKEN: ['git.token', String],
   CT_LOG_DIR: ['log_dir', String],
   CT_STATE_DIR: ['state_dir', String],
   CT_COMPOSE: ['sandbox.compose', String],
   CT_NETWORK_POOL: ['sandbox.network_pool', String],
   CT_EXEC_CHANNEL: ['sandbox.exec_channel', (v) => !/^(0|false|no|off)$/i.test(v)],
+  CT_SSH_KEY: ['ssh.key', String],
+  SSH_AUTH_SOCK: ['ssh.agent', String],
+  CT_EC2_REGION: ['ec2.region', String],
+  CT_EC2_INSTANCE_TYPE: ['ec2.instance_type', String],
+  CT_KEEP_EC2_INSTANCE: ['ec2.keep_instance', (v) => !/^(0|false|no|off)$/i.test(v)],
+  CT_EC2_SECURITY_GROUP: ['ec2.security_group', String],
+  CT_EC2_NAME_PREFIX: ['ec2.name_prefix', String],
+  CT_EC2_AMI: ['ec2.ami', String],
+  CT_EC2_AMI_PARAMETER: ['ec2.ami_parameter', String],
+  CT_EC2_SUBNET_ID: ['ec2.subnet_id', String],
+  CT_EC2_ROOT_VOLUME_GB: ['ec2.root_volume_gb', Number],
+  CT_EC2_SSH_USER: ['ec2.ssh_user', String],
+  CT_EC2_SSH_CIDR: ['ec2.ssh_cidr', String],
+  CT_EC2_SSH_ENDPOINT: ['ec2.ssh_endpoint', String],
+  CT_EC2_MY_IP_URL: ['ec2.my_ip_url', String],
+  CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', String],
+  CT_TRUSTED_MODEL: ['models.aliases.trusted', String],
+  ANTHROPIC_API_KEY: ['models.anthropic.api_key', String],
+  ANTHROPIC_BASE_URL: ['models.anthropic.base_url', String],
+  OPENAI_API_KEY: ['models.openai.api_key', String],
+  OPENAI_BASE_URL: ['models.openai.base_url', String],
+  OPENAI_ORG_ID: ['models.openai.organization', String],
+  OPENAI_PROJECT_ID: ['models.openai.project', String],
 };
 
 /** Reads `.env` in cwd (values there apply unless the real environment already sets them). */
@@ -87,7 +251,7 @@ export function loadConfig(sources: ConfigSources): Config {
     if (v !== undefined && v !== '') setPath(layered, key, conv(v));
   }
   for (const [k, v] of Object.entries(sources.overrides ?? {})) if (v !== undefined) setPath(layered, k, v);
-  // Keys only other commands know (settings registry, cloud names) are kept out of this schema.
+  // Keys only other commands know (cloud names) are kept out of this schema.
   const known = configSchema.keyof().options as string[];
   const input = Object.fromEntries(Object.entries(layered).filter(([k]) => known.includes(k)));
   const r = configSchema.safeParse(input);
@@ -98,6 +262,9 @@ export function loadConfig(sources: ConfigSources): Config {
   c.settings_dir = resolve(sources.cwd, c.settings_dir);
   c.log_dir = resolve(sources.cwd, c.log_dir);
   c.state_dir = resolve(sources.cwd, c.state_dir);
+  c.aws_env = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('AWS_') && !!e[1]));
+  if (c.ssh.key) c.ssh.key = resolve(sources.cwd, c.ssh.key.replace(/^~(?=\/|$)/, homedir()));
+  c.models.aliases = { ...DEFAULT_MODEL_ALIASES, ...c.models.aliases };
   return c;
 }
 

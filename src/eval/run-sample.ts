@@ -91,7 +91,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
     args.onPhase?.('agent');
     result = await runPolicy(args, sandboxes, def, t);
     if (result.limit) {
-      t.event({ event: 'sample_limit', type: result.limit.type, message: `${result.limit.type} limit reached`, limit: result.limit.limit });
+      t.event({ event: 'sample_limit', type: result.limit.type, message: result.limit.reason ?? `${result.limit.type} limit reached`, limit: result.limit.limit });
     }
     if (signal.aborted) throw new CancelledError('cancelled by the user');
     args.onPhase?.('scoring');
@@ -120,7 +120,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
     target: '',
     sandbox: { type: provider.name, config: sample.env.composeFile },
     messages: t.messages,
-    output: {
+    output: result.output ? { ...result.output, completion: result.submission ?? result.output.completion } : {
       model: 'none',
       choices: lastAssistant ? [{ message: lastAssistant as never, stop_reason: 'tool_calls' }] : [],
       completion: result.submission ?? '',
@@ -138,8 +138,8 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
     uuid: randomUUID(),
     ...(error ? { error } : {}),
     ...(retries.length ? { error_retries: retries } : {}),
-    attachments: {},
-    ...(result.limit ? { limit: { type: result.limit.type, limit: result.limit.limit } } : {}),
+    attachments: t.attachments,
+    ...(result.limit ? { limit: { type: result.limit.type, limit: result.limit.limit, ...(result.limit.reason ? { reason: result.limit.reason } : {}) } } : {}),
   };
 }
 
@@ -208,7 +208,7 @@ async function runPolicy(args: RunSampleArgs, sandboxes: SampleSandboxes, def: S
     );
     const r = await Promise.race([run, stopped]);
     run.catch(() => {});
-    if (timedOut) return { ...r, limit: { type: 'time', limit: limit! } };
+    if (timedOut) return { ...r, limit: { type: 'time', limit: limit!, reason: `sample time limit (${limit} s) reached` } };
     return r;
   } catch (e) {
     if (e instanceof CtError) throw e;

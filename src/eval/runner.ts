@@ -22,6 +22,8 @@ export interface RunEvalOptions {
   provider: SandboxProvider;
   policy: Policy;
   policyArgs: Record<string, string>;
+  /** `provider/model` the policy calls, for the log's `eval.model` (default none/none). */
+  model?: string;
   sampleOptions: RunSampleOptions;
   logDir: string;
   runId: string;
@@ -116,7 +118,7 @@ function evalSpec(o: RunEvalOptions): EvalSpec {
     solver_args: o.policyArgs,
     dataset: { name: o.taskName, samples: o.samples.length, sample_ids: sampleIds, shuffled: false },
     sandbox: { type: o.provider.name },
-    model: 'none/none',
+    model: o.model ?? 'none/none',
     model_generate_config: {},
     model_args: {},
     config: {

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { ChatMessage, Event, ModelUsage } from '../log/types.js';
 
 type EventOf<K extends Event['event']> = Extract<Event, { event: K }>;
@@ -11,6 +11,9 @@ export class Transcript {
   readonly messages: ChatMessage[] = [];
   readonly events: Event[] = [];
   readonly modelUsage: Record<string, ModelUsage> = {};
+  /** Long texts that events refer to as `attachment://<hash>` (Inspect's way to avoid repeating them). */
+  readonly attachments: Record<string, string> = {};
+  private readonly attachmentRefs = new Map<string, string>();
   readonly startedAt = new Date();
   private readonly startedMs = performance.now();
 
@@ -30,6 +33,18 @@ export class Transcript {
     const withId = { id: m.id ?? randomUUID(), ...m };
     this.messages.push(withId);
     return withId;
+  }
+
+  /** Stores `text` once and returns the `attachment://<hash>` reference that stands for it. */
+  attach(text: string): string {
+    let ref = this.attachmentRefs.get(text);
+    if (ref === undefined) {
+      const hash = createHash('md5').update(text).digest('hex');
+      this.attachments[hash] = text;
+      ref = `attachment://${hash}`;
+      this.attachmentRefs.set(text, ref);
+    }
+    return ref;
   }
 
   addUsage(model: string, usage: ModelUsage): void {

@@ -1,12 +1,14 @@
 import type { Transcript } from '../eval/transcript.js';
+import type { ModelOutput } from '../log/types.js';
+import type { Model } from '../models/types.js';
 import type { SampleSandboxes } from '../sandbox/types.js';
 import type { Sample } from '../tasks/types.js';
 import type { AgentTools } from './tools/agent-tools.js';
 
 /**
  * A policy is the agent: given a sample's sandboxes and tools it works on the task and
- * (usually) submits. Built-in: test, replay (and, with a model, honest / attack). Users can
- * plug in their own as `path/or/pkg:exportName`.
+ * (usually) submits. Built-in: test, replay, and with a model honest, attack, obvious-attack.
+ * Users can plug in their own as `path/or/pkg:exportName` (see external-policy.ts).
  */
 export interface PolicyContext {
   sample: Sample;
@@ -26,13 +28,31 @@ export interface PolicyContext {
 export interface PolicyResult {
   /** The submitted answer (scorers see it as CT_SUBMISSION). */
   submission?: string;
-  /** Set when a limit ended the sample. */
+  /** Set when a limit ended the sample; `reason` says which (e.g. max_steps) in the log. */
   limit?: { type: 'message' | 'token' | 'time' | 'custom'; limit: number; reason?: string };
+  /** The last model output (becomes the sample's `output`). */
+  output?: ModelOutput;
 }
 
 export interface Policy {
   readonly name: string;
+  /** `provider/model` the policy calls (the log's `eval.model`); absent for policies without a model. */
+  readonly model?: string;
+  /** True when the policy only makes sense on samples with a side task (attack policies). */
+  readonly needsSideTask?: boolean;
   run(ctx: PolicyContext): Promise<PolicyResult>;
+}
+
+/** Where a policy gets its models: names and aliases in, ready models out (keys checked). */
+export interface ModelSource {
+  get(nameOrAlias: string, options?: { baseUrl?: string }): Promise<Model>;
+}
+
+/** What a policy is created with, besides its `-p` arguments. */
+export interface PolicyEnvironment {
+  models: ModelSource;
+  /** The working directory of the run (relative paths in arguments are from here). */
+  cwd: string;
 }
 
 export interface PolicyArgSpec {
@@ -46,5 +66,8 @@ export interface PolicyDefinition {
   name: string;
   description: string;
   args: Record<string, PolicyArgSpec>;
-  create(args: Record<string, string>): Policy | Promise<Policy>;
+  /** Pass every `-p` argument through unchecked (external policies that declare no args). */
+  acceptsAnyArgs?: boolean;
+  /** Builds the policy; throws ConfigError for bad arguments or a model that cannot be used. */
+  create(args: Record<string, string>, env: PolicyEnvironment): Policy | Promise<Policy>;
 }

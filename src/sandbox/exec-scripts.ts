@@ -29,9 +29,12 @@ if [ ! -e "$f" ]; then exit ${FILE_EXIT.notFound}; fi
 if [ ! -r "$f" ]; then exit ${FILE_EXIT.permission}; fi
 exec cat -- "$f"`;
 
-/** `sh -c WRITE_FILE sh PATH` with the contents on stdin: creates parents, then writes. */
+/**
+ * `sh -c WRITE_FILE sh PATH` with the contents on stdin: creates parents, then writes. The
+ * parent is cut out with parameter expansion rather than `dirname`, one process less a call.
+ */
 export const WRITE_FILE = `f=$1
-d=$(dirname -- "$f")
+case $f in */*) d=\${f%/*}; d=\${d:-/} ;; *) d=. ;; esac
 [ -d "$d" ] || mkdir -p -- "$d" 2>/dev/null || { [ -e "$d" ] || exit ${FILE_EXIT.permission}; }
 if [ -d "$f" ]; then exit ${FILE_EXIT.isDirectory}; fi
 if [ -e "$f" ] && [ ! -w "$f" ]; then exit ${FILE_EXIT.permission}; fi

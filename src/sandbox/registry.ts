@@ -32,6 +32,17 @@ const FACTORIES: Array<{ match: (spec: string) => boolean; usage: string; create
     usage: 'local',
     create: async () => new LocalProvider(),
   },
+  // Loaded on demand so local runs never load ssh2 or the AWS SDK.
+  {
+    match: (s) => s.startsWith('ssh://'),
+    usage: 'ssh://user@host[:port]',
+    create: async (s, ctx) => (await import('./ssh/ssh-provider.js')).createSshProvider(s, ctx),
+  },
+  {
+    match: (s) => s === 'ec2',
+    usage: 'ec2',
+    create: async (_s, ctx) => (await import('./ec2/ec2-provider.js')).createEc2Provider(ctx),
+  },
 ];
 
 export function registerSandboxKind(match: (spec: string) => boolean, usage: string, create: Factory): void {

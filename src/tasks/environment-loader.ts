@@ -6,7 +6,7 @@ import { ConfigError } from '../errors.js';
 import { readComposeFile } from '../sandbox/docker/compose-file.js';
 import type { Environment, MainTask, ScorerSpec, SideTask } from './types.js';
 
-const mainInfoSchema = z.object({
+export const mainInfoSchema = z.object({
   name: z.string(),
   task_category: z.string(),
   short_description: z.string(),
@@ -16,7 +16,7 @@ const mainInfoSchema = z.object({
   scorer: z.string().optional(),
 });
 
-const sideInfoSchema = z.object({ scorer: z.string().optional() }).passthrough();
+export const sideInfoSchema = z.object({ scorer: z.string().optional() }).passthrough();
 
 /** Every environment under a settings root, keyed by `setting/env`. Loaded lazily per setting. */
 export class SettingsCatalog {
@@ -145,7 +145,8 @@ function loadSideTask(dir: string): SideTask {
   };
 }
 
-function parseInfo<T extends z.ZodType>(file: string, schema: T): z.infer<T> {
+/** Reads an info.yml against its schema; each missing field is named in one ConfigError. */
+export function parseInfo<T extends z.ZodType>(file: string, schema: T): z.infer<T> {
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, 'utf8'));
@@ -164,7 +165,8 @@ function parseInfo<T extends z.ZodType>(file: string, schema: T): z.infer<T> {
   return r.data;
 }
 
-function findScorer(dir: string, named: string | undefined, infoFile: string): ScorerSpec {
+/** The task's scorer: the file info.yml names, else the first `scorer.<ext>`. */
+export function findScorer(dir: string, named: string | undefined, infoFile: string): ScorerSpec {
   if (named) {
     const p = join(dir, named);
     if (!existsSync(p)) throw new ConfigError(`${infoFile}: scorer file ${named} does not exist`);
@@ -175,7 +177,8 @@ function findScorer(dir: string, named: string | undefined, infoFile: string): S
   return { file: join(dir, found.sort()[0]!) };
 }
 
-function subdirs(dir: string): string[] {
+/** Task folders: subfolders not starting with `.` or `_`. */
+export function subdirs(dir: string): string[] {
   if (!isDir(dir)) return [];
   return readdirSync(dir)
     .filter((n) => !n.startsWith('.') && !n.startsWith('_') && isDir(join(dir, n)))

@@ -8,6 +8,8 @@ import {
 } from '../../errors.js';
 import type { RunResult } from '../../host/command-runner.js';
 import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scripts.js';
+import { ExecChannelPool } from '../exec-channel/channel-pool.js';
+import type { ChannelOutcome } from '../exec-channel/types.js';
 import { EXEC_OUTPUT_LIMIT, READ_FILE_LIMIT, type ExecOptions, type ExecResult, type Sandbox } from '../types.js';
 import type { DockerCli } from './docker-cli.js';
 import { lastLines } from './docker-cli.js';
@@ -16,24 +18,80 @@ import { lastLines } from './docker-cli.js';
 const HOST_TIMEOUT_GRACE_MS = 5_000;
 /** File transfers get this long (they are bounded by READ_FILE_LIMIT anyway). */
 const FILE_TIMEOUT_MS = 120_000;
+/** Limit for the `docker exec` that kills a timed-out command's process group. */
+const KILL_TIMEOUT_MS = 15_000;
+
+export interface ContainerSandboxOptions {
+  /**
+   * Run exec and file I/O through persistent exec channels inside the container (default true):
+   * a few ms a call instead of a `docker exec` each. False: one `docker exec` per call.
+   */
+  execChannel?: boolean;
+  /** Told once when this sandbox falls back from its exec channel to plain docker exec. */
+  onNotice?: (message: string) => void;
+}
 
 /**
- * One running container of a sample. Exec and file I/O go straight to the container
- * (`docker exec`), never through `compose exec`, which costs a compose start-up per call.
+ * One running container of a sample. Exec and file I/O go straight to the container, never
+ * through `compose exec`, which costs a compose start-up per call: through an exec channel
+ * when one can run there, else one `docker exec` per call.
  */
 export class ContainerSandbox implements Sandbox {
+  private readonly channels?: ExecChannelPool;
+
   constructor(
     private readonly docker: DockerCli,
     readonly containerId: string,
     readonly service: string,
-  ) {}
+    options: ContainerSandboxOptions = {},
+  ) {
+    if (options.execChannel !== false) {
+      this.channels = new ExecChannelPool({
+        host: { runner: docker.runner, docker: docker.binary, containerId, kill: (pids, user) => this.kill(pids, user) },
+        service,
+        onNotice: options.onNotice,
+      });
+    }
+  }
 
   describe(): string {
     return `docker:${this.containerId.slice(0, 12)}`;
   }
 
+  /** Closes the exec channels (they also end with the container). */
+  async close(): Promise<void> {
+    await this.channels?.close();
+  }
+
   async exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (cmd.length === 0) throw new Error('exec needs a command');
+    const timeout = options.timeout;
+    if (this.channels) {
+      const o = await this.channels.exec(cmd, options, {
+        timeoutMs: timeout !== undefined ? timeout * 1000 : undefined,
+        maxOutput: EXEC_OUTPUT_LIMIT,
+      });
+      if (o.kind === 'done') {
+        const stdout = o.stdout.toString('utf8');
+        const stderr = o.stderr.toString('utf8');
+        if (o.timedOut) throw new ExecTimeoutError(`Command timed out after ${timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr);
+        return { success: o.code === 0, returncode: o.code, stdout, stderr };
+      }
+      if (o.kind === 'lost') return this.lost(o.reason);
+    }
+    return this.plainExec(cmd, options);
+  }
+
+  /**
+   * The channel died under a running command (a task's `kill -9 -1`, or the container going
+   * away): its exit code is unknown, so it reads as killed, unless the container itself is gone.
+   */
+  private async lost(reason: string): Promise<ExecResult> {
+    if (!(await this.isAlive())) throw new SandboxUnavailableError(`sandbox ${this.service} is gone (${reason})`);
+    return { success: false, returncode: 137, stdout: '', stderr: `ct: the command's exec channel was killed (${reason})\n` };
+  }
+
+  private async plainExec(cmd: string[], options: ExecOptions): Promise<ExecResult> {
     const args = ['exec', '-i'];
     if (options.user) args.push('--user', options.user);
     if (options.cwd) args.push('--workdir', options.cwd);
@@ -59,10 +117,7 @@ export class ContainerSandbox implements Sandbox {
   }
 
   async writeFile(path: string, contents: string | Uint8Array): Promise<void> {
-    const r = await this.docker.runner.run(
-      [this.docker.binary, 'exec', '-i', this.containerId, 'sh', '-c', WRITE_FILE, 'sh', path],
-      { input: contents, timeoutMs: FILE_TIMEOUT_MS },
-    );
+    const r = await this.fileScript(WRITE_FILE, path, contents, EXEC_OUTPUT_LIMIT);
     this.checkDaemonError(r);
     this.checkFileExit(r, path);
   }
@@ -70,16 +125,38 @@ export class ContainerSandbox implements Sandbox {
   readFile(path: string, format?: 'text'): Promise<string>;
   readFile(path: string, format: 'bytes'): Promise<Uint8Array>;
   async readFile(path: string, format: 'text' | 'bytes' = 'text'): Promise<string | Uint8Array> {
-    const r = await this.docker.runner.run(
-      [this.docker.binary, 'exec', this.containerId, 'sh', '-c', READ_FILE, 'sh', path],
-      { maxOutput: READ_FILE_LIMIT + 1, timeoutMs: FILE_TIMEOUT_MS },
-    );
+    const r = await this.fileScript(READ_FILE, path, undefined, READ_FILE_LIMIT + 1);
     this.checkDaemonError(r);
-    this.checkFileExit(r, path);
+    // Before the exit code: a reader cut off past its limit makes `cat` fail too.
     if (r.stdoutTruncated || r.stdout.length > READ_FILE_LIMIT) {
       throw new OutputLimitExceededError(`${path} is larger than the ${READ_FILE_LIMIT / 1024 / 1024} MiB read limit`);
     }
+    this.checkFileExit(r, path);
     return format === 'bytes' ? new Uint8Array(r.stdout) : r.stdout.toString('utf8');
+  }
+
+  /** Runs READ_FILE or WRITE_FILE as the container's default user, through a channel when possible. */
+  private async fileScript(script: string, path: string, input: string | Uint8Array | undefined, maxOutput: number): Promise<RunResult> {
+    const argv = ['sh', '-c', script, 'sh', path];
+    if (this.channels) {
+      const o = await this.channels.exec(argv, { input }, { timeoutMs: FILE_TIMEOUT_MS, maxOutput });
+      if (o.kind === 'done') return runResult(o);
+      // `not-started` or `lost`: both scripts are safe to run again.
+    }
+    return this.docker.runner.run([this.docker.binary, 'exec', ...(input !== undefined ? ['-i'] : []), this.containerId, ...argv], {
+      input,
+      maxOutput,
+      timeoutMs: FILE_TIMEOUT_MS,
+    });
+  }
+
+  /** SIGKILL to pids (negative: process groups) in the container, as the user that owns them. */
+  private async kill(pids: string[], user: string | undefined): Promise<void> {
+    await this.docker
+      .call(['exec', ...(user ? ['--user', user] : []), this.containerId, 'sh', '-c', 'kill -KILL "$@" 2>/dev/null; exit 0', 'sh', ...pids], {
+        timeoutMs: KILL_TIMEOUT_MS,
+      })
+      .catch(() => {});
   }
 
   async isAlive(): Promise<boolean> {
@@ -116,4 +193,15 @@ export class ContainerSandbox implements Sandbox {
         throw new SandboxUnavailableError(`file transfer for ${path} failed: ${lastLines(r.stderr.toString('utf8'), 3)}`);
     }
   }
+}
+
+function runResult(o: Extract<ChannelOutcome, { kind: 'done' }>): RunResult {
+  return {
+    code: o.code,
+    stdout: o.stdout,
+    stderr: o.stderr,
+    timedOut: o.timedOut,
+    stdoutTruncated: o.stdoutTotal > o.stdout.length,
+    stderrTruncated: o.stderrTotal > o.stderr.length,
+  };
 }

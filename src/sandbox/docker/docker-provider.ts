@@ -33,6 +33,13 @@ export interface DockerProviderOptions {
    * local host; a remote provider uploads the environment and returns the remote path.
    */
   stageComposeFile?: (env: SandboxEnvSpec) => Promise<string>;
+  /**
+   * Run exec and file I/O through a persistent exec channel per sandbox (default true): a few
+   * ms a call instead of a `docker exec` each. False: one `docker exec` per call.
+   */
+  execChannel?: boolean;
+  /** Warnings worth a log line, e.g. a sandbox whose image cannot host an exec channel. */
+  onNotice?: (message: string) => void;
 }
 
 const LABEL_PROJECT = 'com.docker.compose.project';
@@ -178,7 +185,8 @@ export class DockerProvider implements SandboxProvider {
         const containers = await this.waitReady(project, env, ctx);
         const sandboxes: SampleSandboxes = new Map();
         const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
-        for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc));
+        const sandboxOptions = { execChannel: this.options.execChannel, onNotice: this.options.onNotice };
+        for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
         this.live.set(sandboxes, state);
         return sandboxes;
       } catch (e) {
@@ -238,6 +246,7 @@ export class DockerProvider implements SandboxProvider {
     if (!state) return;
     this.live.delete(sandboxes);
     try {
+      await Promise.all([...sandboxes.values()].map((s) => (s instanceof ContainerSandbox ? s.close() : undefined)));
       await this.removeProject(state.project);
     } finally {
       state.releaseSubnets();

@@ -1,0 +1,44 @@
+import { EC2Client } from '@aws-sdk/client-ec2';
+import { EC2InstanceConnectClient } from '@aws-sdk/client-ec2-instance-connect';
+import { SSMClient } from '@aws-sdk/client-ssm';
+import { STSClient } from '@aws-sdk/client-sts';
+
+/** The AWS clients ct's cloud code uses, all in one region. */
+export interface AwsClients {
+  region: string;
+  ec2: EC2Client;
+  ssm: SSMClient;
+  sts: STSClient;
+  instanceConnect: EC2InstanceConnectClient;
+}
+
+/** Attempts per AWS call (the SDK's standard retry mode: throttling and 5xx are retried, jittered). */
+const MAX_ATTEMPTS = 5;
+
+/**
+ * Lets the AWS SDK see the AWS_* settings from `.env` as it sees the real environment's:
+ * AWS_PROFILE, keys, AWS_CONFIG_FILE, AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>
+ * (e.g. AWS_ENDPOINT_URL_EC2_INSTANCE_CONNECT). The SDK reads only process.env, so they are
+ * copied there; variables already set in the environment are left alone (they win over .env).
+ * Also silences the SDK's Node-version notice, which is noise for ct's users (ct supports Node 20).
+ */
+export function applyAwsEnvironment(awsEnv: Record<string, string>): void {
+  for (const [k, v] of Object.entries(awsEnv)) if (process.env[k] === undefined) process.env[k] = v;
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+}
+
+/**
+ * Clients for one region. Credentials come from the SDK's standard chain (environment keys, SSO
+ * and other profiles, container and instance roles); endpoints from AWS_ENDPOINT_URL*, so the
+ * same code talks to AWS or to any API-compatible server without code changes.
+ */
+export function createAwsClients(region: string): AwsClients {
+  const common = { region, maxAttempts: MAX_ATTEMPTS };
+  return {
+    region,
+    ec2: new EC2Client(common),
+    ssm: new SSMClient(common),
+    sts: new STSClient(common),
+    instanceConnect: new EC2InstanceConnectClient(common),
+  };
+}

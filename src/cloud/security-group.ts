@@ -1,0 +1,105 @@
+import {
+  AuthorizeSecurityGroupIngressCommand,
+  CreateSecurityGroupCommand,
+  DescribeSecurityGroupsCommand,
+  DescribeSubnetsCommand,
+  DescribeVpcsCommand,
+  type EC2Client,
+  type SecurityGroup,
+} from '@aws-sdk/client-ec2';
+import { ConfigError } from '../errors.js';
+import { MANAGED_BY, TAGS, toTags } from './tags.js';
+
+export interface SshSecurityGroupOptions {
+  /** Group name (default config: linuxbench-eval-sg). */
+  name: string;
+  /** Subnet the instance goes to; default: the default VPC. */
+  subnetId?: string;
+  /** Range allowed to reach port 22. */
+  cidr: string;
+  ipVersion: 4 | 6;
+  /** Who is asking, for the rule's description. */
+  launchedBy: string;
+}
+
+/** The VPC of a subnet, or the region's default VPC. */
+export async function resolveVpc(ec2: EC2Client, subnetId?: string): Promise<string> {
+  if (subnetId) {
+    const r = await ec2.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }));
+    const vpc = r.Subnets?.[0]?.VpcId;
+    if (!vpc) throw new ConfigError(`subnet ${subnetId} (ec2.subnet_id) was not found`);
+    return vpc;
+  }
+  const r = await ec2.send(new DescribeVpcsCommand({ Filters: [{ Name: 'is-default', Values: ['true'] }] }));
+  const vpc = r.Vpcs?.[0]?.VpcId;
+  if (!vpc) throw new ConfigError('this region has no default VPC; set ec2.subnet_id (CT_EC2_SUBNET_ID) to a subnet with public IPs');
+  return vpc;
+}
+
+async function findGroup(ec2: EC2Client, name: string, vpcId: string): Promise<SecurityGroup | undefined> {
+  const r = await ec2.send(
+    new DescribeSecurityGroupsCommand({
+      Filters: [
+        { Name: 'group-name', Values: [name] },
+        { Name: 'vpc-id', Values: [vpcId] },
+      ],
+    }),
+  );
+  return r.SecurityGroups?.[0];
+}
+
+function allowsSsh(group: SecurityGroup, cidr: string): boolean {
+  return (group.IpPermissions ?? []).some(
+    (p) =>
+      (p.IpProtocol === '-1' || (p.IpProtocol === 'tcp' && (p.FromPort ?? 0) <= 22 && (p.ToPort ?? 0) >= 22)) &&
+      [...(p.IpRanges ?? []).map((r) => r.CidrIp), ...(p.Ipv6Ranges ?? []).map((r) => r.CidrIpv6)].includes(cidr),
+  );
+}
+
+/**
+ * The security group instances are launched in, created when missing, with an inbound rule
+ * for SSH (port 22) from `cidr` added when missing. Rules of other callers stay: the group is
+ * shared by everyone in the account who runs ct in this VPC.
+ */
+export async function ensureSshSecurityGroup(ec2: EC2Client, o: SshSecurityGroupOptions): Promise<string> {
+  const vpcId = await resolveVpc(ec2, o.subnetId);
+  let group = await findGroup(ec2, o.name, vpcId);
+  if (!group) {
+    try {
+      await ec2.send(
+        new CreateSecurityGroupCommand({
+          GroupName: o.name,
+          Description: 'SSH to ct EC2 sandboxes from the callers own address',
+          VpcId: vpcId,
+          TagSpecifications: [{ ResourceType: 'security-group', Tags: toTags({ [TAGS.name]: o.name, [TAGS.managedBy]: MANAGED_BY }) }],
+        }),
+      );
+    } catch (e) {
+      // Another ct process created it first.
+      if ((e as { name?: string }).name !== 'InvalidGroup.Duplicate') throw e;
+    }
+    group = await findGroup(ec2, o.name, vpcId);
+    if (!group?.GroupId) throw new ConfigError(`security group ${o.name} could not be created in ${vpcId}`);
+  }
+  if (!allowsSsh(group, o.cidr)) {
+    const range = { Description: `ct SSH for ${o.launchedBy}`.replace(/[^A-Za-z0-9 ._\-:/()#,@[\]+=&;{}!$*]/g, '') };
+    try {
+      await ec2.send(
+        new AuthorizeSecurityGroupIngressCommand({
+          GroupId: group.GroupId,
+          IpPermissions: [
+            {
+              IpProtocol: 'tcp',
+              FromPort: 22,
+              ToPort: 22,
+              ...(o.ipVersion === 4 ? { IpRanges: [{ CidrIp: o.cidr, ...range }] } : { Ipv6Ranges: [{ CidrIpv6: o.cidr, ...range }] }),
+            },
+          ],
+        }),
+      );
+    } catch (e) {
+      if ((e as { name?: string }).name !== 'InvalidPermission.Duplicate') throw e;
+    }
+  }
+  return group.GroupId!;
+}

@@ -1,0 +1,323 @@
+import type { RunningProcess } from '../../host/command-runner.js';
+import { TailBuffer } from '../../host/tail-buffer.js';
+import { CHANNEL_AGENT } from './agent-script.js';
+import { INLINE_SCRIPT_LIMIT } from './channel-command.js';
+import { FrameParser, type AgentFrame } from './frame-parser.js';
+import type { ChannelCommand, ChannelHost, ChannelOutcome, ChannelRunOptions } from './types.js';
+
+/** How long the agent may take to say hello (a `docker exec` start plus a few probes). */
+const START_TIMEOUT_MS = 30_000;
+/**
+ * After a command exits, how long background processes it left holding stdout/stderr may keep
+ * the output open before the readers are cut off. Docker Engine waits about as long before it
+ * ends a `docker exec` whose streams are still open; the processes then see a closed pipe.
+ */
+const DRAIN_GRACE_MS = 2_000;
+/**
+ * Once a kill (at a timeout, or past the drain grace) has been delivered, how long the answer
+ * may take before the channel is abandoned. Counted from the kill's own `docker exec` returning,
+ * so a slow Docker daemon does not pass for a stuck agent.
+ */
+const KILL_BACKSTOP_MS = 5_000;
+
+/**
+ * Channel lifecycle:
+ *   starting -> idle     the agent said hello
+ *   starting -> closed   it refused (image lacks what it needs) or the process failed
+ *   idle     -> busy     run()
+ *   busy     -> idle     the answer arrived
+ *   any      -> closed   close(), the process died, or a stream went out of step
+ */
+export type ChannelState = 'starting' | 'idle' | 'busy' | 'closed';
+
+/** Why a channel could not start: `image` when the agent refused (retrying will not help). */
+export class ChannelStartError extends Error {
+  constructor(
+    message: string,
+    readonly kind: 'image' | 'exec',
+  ) {
+    super(message);
+  }
+}
+
+interface InFlight {
+  id: number;
+  resolve: (o: ChannelOutcome) => void;
+  stdout: TailBuffer;
+  /** Stdout bytes received for this call (the stream is this call's alone while it runs). */
+  received: number;
+  started?: { pid: number; readers: [number, number] };
+  exitCode?: number;
+  /** The answer, held until its stdout bytes have all arrived. */
+  result?: Extract<AgentFrame, { type: 'result' }>;
+  timedOut: boolean;
+  timers: NodeJS.Timeout[];
+  killPending: boolean;
+}
+
+/**
+ * One agent inside one container, running one command at a time. Built on
+ * CommandRunner.start, so it works the same against a local or a remote Docker host.
+ */
+export class ExecChannel {
+  state: ChannelState = 'starting';
+  /** Why the channel closed, for notices; `closed` when close() was called. */
+  closeReason = '';
+  private proc?: RunningProcess;
+  private readonly parser = new FrameParser();
+  private nextId = 1;
+  private current?: InFlight;
+  /** The agent's current output readers, to clean up after an agent that was killed. */
+  private readers?: [number, number];
+  private hello?: { resolve: () => void; reject: (e: ChannelStartError) => void };
+  private readonly closedListeners: (() => void)[] = [];
+
+  private constructor(
+    private readonly host: ChannelHost,
+    readonly user: string | undefined,
+  ) {}
+
+  /** Starts an agent and waits for its hello. */
+  static async start(host: ChannelHost, user: string | undefined): Promise<ExecChannel> {
+    const ch = new ExecChannel(host, user);
+    await ch.open();
+    return ch;
+  }
+
+  /** Called once when the channel closes for any reason. */
+  onClosed(listener: () => void): void {
+    if (this.state === 'closed') listener();
+    else this.closedListeners.push(listener);
+  }
+
+  private async open(): Promise<void> {
+    const argv = [this.host.docker, 'exec', '-i'];
+    if (this.user) argv.push('--user', this.user);
+    argv.push(this.host.containerId, 'sh', '-c', CHANNEL_AGENT);
+    const ready = new Promise<void>((resolve, reject) => (this.hello = { resolve, reject }));
+    // Docker's own complaints (no such user, container gone) arrive on the control stream too.
+    const early = new TailBuffer(2048);
+    let proc: RunningProcess;
+    try {
+      proc = await this.host.runner.start(argv);
+    } catch (e) {
+      this.shut(`could not start docker exec: ${(e as Error).message}`);
+      throw new ChannelStartError(this.closeReason, 'exec');
+    }
+    this.proc = proc;
+    proc.stdout.on('data', (c: Buffer) => this.onStdout(c));
+    proc.stderr.on('data', (c: Buffer) => {
+      if (this.state === 'starting') early.push(c);
+      this.onControl(c);
+    });
+    void proc.exited.then((code) => {
+      const said = this.state === 'starting' ? early.toBuffer().toString('utf8').trim().split('\n').slice(-2).join(' | ') : '';
+      this.shut(`agent exited (${code ?? 'killed'})${said ? `: ${said}` : ''}`);
+    });
+    const timer = setTimeout(() => {
+      proc.kill();
+      this.shut(`agent did not start within ${START_TIMEOUT_MS / 1000} s`);
+    }, START_TIMEOUT_MS);
+    try {
+      await ready;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Runs one command; the channel must be idle. Never throws: failures are outcomes. */
+  run(command: ChannelCommand, options: ChannelRunOptions): Promise<ChannelOutcome> {
+    if (this.state !== 'idle' || !this.proc) return Promise.resolve({ kind: 'not-started', reason: `channel is ${this.state}` });
+    this.state = 'busy';
+    const id = this.nextId++;
+    return new Promise<ChannelOutcome>((resolve) => {
+      const call: InFlight = {
+        id,
+        resolve,
+        stdout: new TailBuffer(options.maxOutput),
+        received: 0,
+        timedOut: false,
+        timers: [],
+        killPending: false,
+      };
+      this.current = call;
+      if (options.timeoutMs !== undefined) {
+        call.timers.push(
+          setTimeout(() => {
+            if (call.exitCode !== undefined) return;
+            call.timedOut = true;
+            if (call.started) this.killGroup(call);
+            else call.killPending = true;
+          }, options.timeoutMs),
+        );
+      }
+      const inline = command.script.length <= INLINE_SCRIPT_LIMIT;
+      const header = `${id} ${options.maxOutput} ${command.input.length} ${inline ? 0 : command.script.length}\n`;
+      const parts = [Buffer.from(header, 'latin1'), command.script];
+      if (inline) parts.push(Buffer.from('\n'));
+      if (command.input.length > 0) parts.push(command.input);
+      this.proc!.stdin.write(Buffer.concat(parts));
+    });
+  }
+
+  /** Ends the agent: it exits when its stdin closes; the docker client is killed if it lingers. */
+  close(): void {
+    if (this.state === 'closed') return;
+    const proc = this.proc;
+    this.shut('closed');
+    if (proc) {
+      proc.stdin.end();
+      const t = setTimeout(() => proc.kill(), 2_000);
+      t.unref();
+      void proc.exited.then(() => clearTimeout(t));
+    }
+  }
+
+  private onStdout(chunk: Buffer): void {
+    const call = this.current;
+    if (!call) {
+      if (this.state !== 'closed') this.fail('stdout bytes outside any call');
+      return;
+    }
+    call.stdout.push(chunk);
+    call.received += chunk.length;
+    const expected = call.result?.stdoutSent;
+    if (expected !== undefined && call.received > expected) return this.fail(`call ${call.id}: more stdout than announced`);
+    if (call.result && call.received === expected) this.complete(call);
+  }
+
+  private onControl(chunk: Buffer): void {
+    let frames: AgentFrame[];
+    try {
+      frames = this.parser.push(chunk);
+    } catch (e) {
+      if (this.state === 'starting') return; // docker's own error text; the exit tells the story
+      return this.fail(`protocol error: ${(e as Error).message}`);
+    }
+    for (const f of frames) this.onFrame(f);
+  }
+
+  private onFrame(f: AgentFrame): void {
+    if (f.type === 'hello') {
+      if (this.state === 'starting') {
+        this.state = 'idle';
+        this.hello?.resolve();
+      }
+      return;
+    }
+    if (f.type === 'refused') {
+      this.shut(`the image cannot run it: ${f.reason}`, 'image');
+      this.proc?.kill();
+      return;
+    }
+    const call = this.current;
+    if (!call || f.id !== call.id) return this.fail(`protocol error: frame for call ${f.id}, expected ${call?.id ?? 'none'}`);
+    switch (f.type) {
+      case 'not-started':
+        call.exitCode = -1;
+        return;
+      case 'started':
+        call.started = { pid: f.pid, readers: f.readers };
+        this.readers = f.readers;
+        if (call.killPending) this.killGroup(call);
+        return;
+      case 'exited':
+        call.exitCode = f.code;
+        if (!call.started) return;
+        call.timers.push(
+          setTimeout(() => this.killThen(call, call.started!.readers.map(String), 'output readers did not stop'), DRAIN_GRACE_MS),
+        );
+        return;
+      case 'result':
+        call.result = f;
+        // Uncounted stdout: the agent exits, and the end of the stream completes the call.
+        if (f.stdoutSent === undefined) return;
+        if (call.received > f.stdoutSent) return this.fail(`call ${call.id}: more stdout than announced`);
+        if (call.received === f.stdoutSent) this.complete(call);
+        return;
+    }
+  }
+
+  private complete(call: InFlight): void {
+    const r = call.result!;
+    this.finish(call);
+    if (!call.started) {
+      call.resolve({ kind: 'not-started', reason: 'cwd or command not found' });
+      return;
+    }
+    call.resolve({
+      kind: 'done',
+      code: r.code,
+      stdout: call.stdout.toBuffer(),
+      stderr: r.stderr,
+      stdoutTotal: r.stdoutTotal ?? call.received,
+      stderrTotal: r.stderrTotal,
+      timedOut: call.timedOut,
+    });
+  }
+
+  private killGroup(call: InFlight): void {
+    call.killPending = false;
+    const pid = String(call.started!.pid);
+    this.killThen(call, [`-${pid}`, pid], 'the command outlived its timeout');
+  }
+
+  /** Kills pids in the container, then gives the answer KILL_BACKSTOP_MS before abandoning the channel. */
+  private killThen(call: InFlight, pids: string[], why: string): void {
+    void this.host.kill(pids, this.user).then(() => {
+      if (this.current === call) call.timers.push(setTimeout(() => this.abandon(call, why), KILL_BACKSTOP_MS));
+    });
+  }
+
+  /** The answer will not come: give up on the channel; a timed-out call still reports a timeout. */
+  private abandon(call: InFlight, why: string): void {
+    if (this.current !== call) return;
+    this.fail(why);
+  }
+
+  private fail(why: string): void {
+    this.proc?.kill();
+    this.shut(why);
+  }
+
+  private finish(call: InFlight): void {
+    for (const t of call.timers) clearTimeout(t);
+    this.current = undefined;
+    if (this.state === 'busy') this.state = 'idle';
+  }
+
+  /** Moves to closed once; settles whatever was waiting on the channel. */
+  private shut(reason: string, cause: 'image' | 'exec' = 'exec'): void {
+    if (this.state === 'closed') return;
+    const wasStarting = this.state === 'starting';
+    const call = this.current;
+    // An answer whose stdout was uncounted ends with the stream: this is that end.
+    if (call?.result && call.result.stdoutSent === undefined && reason.startsWith('agent exited')) {
+      this.complete(call);
+      this.state = 'closed';
+      this.closeReason = 'closed';
+      for (const l of this.closedListeners.splice(0)) l();
+      return;
+    }
+    this.state = 'closed';
+    this.closeReason = reason;
+    if (wasStarting) this.hello?.reject(new ChannelStartError(reason, cause));
+    // An agent that was killed leaves its readers blocked on FIFOs nobody will open.
+    if (reason !== 'closed' && this.readers) void this.host.kill(this.readers.map(String), this.user);
+    if (call) {
+      this.finish(call);
+      const exited = call.exitCode !== undefined && call.exitCode >= 0;
+      if (call.started && (call.timedOut || exited)) {
+        // What arrived before the channel gave out: stdout streams live, stderr came only with
+        // the answer; the exit code is known once the command has exited.
+        const code = exited ? call.exitCode! : 137;
+        call.resolve({ kind: 'done', code, stdout: call.stdout.toBuffer(), stderr: Buffer.alloc(0), stdoutTotal: call.received, stderrTotal: 0, timedOut: call.timedOut });
+      } else if (call.started) {
+        call.resolve({ kind: 'lost', reason });
+      } else {
+        call.resolve({ kind: 'not-started', reason });
+      }
+    }
+    for (const l of this.closedListeners.splice(0)) l();
+  }
+}

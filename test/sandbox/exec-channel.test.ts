@@ -1,0 +1,295 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { ExecTimeoutError } from '../../src/errors.js';
+import { LocalRunner } from '../../src/host/local-runner.js';
+import { ContainerSandbox } from '../../src/sandbox/docker/container-sandbox.js';
+import { DockerCli } from '../../src/sandbox/docker/docker-cli.js';
+import { ExecChannelPool } from '../../src/sandbox/exec-channel/channel-pool.js';
+import { EXEC_OUTPUT_LIMIT } from '../../src/sandbox/types.js';
+
+const run = promisify(execFile);
+const docker = new DockerCli(new LocalRunner());
+
+/** A fresh container for one describe block; removed afterwards. */
+async function startContainer(image: string, extra: string[] = []): Promise<string> {
+  const { stdout } = await run('docker', ['run', '-d', '--rm', '--init', '--label', 'ct.test=exec-channel', ...extra, image, 'sleep', '100000']);
+  return stdout.trim();
+}
+
+/** The pid of the process that started the command: the agent through a channel, 0 under plain docker exec. */
+async function parentPid(sb: ContainerSandbox): Promise<number> {
+  return Number((await sb.exec(['sh', '-c', 'echo $PPID'])).stdout.trim());
+}
+
+/** Pids of processes whose command line matches, read from /proc (no ps in slim images). */
+async function pidsOf(container: string, pattern: string): Promise<string[]> {
+  const { stdout } = await run('docker', [
+    'exec',
+    container,
+    'sh',
+    '-c',
+    'for p in /proc/[0-9]*; do c=$(tr "\\0" " " < $p/cmdline 2>/dev/null); case "$c" in $1) echo ${p#/proc/};; esac; done',
+    'sh',
+    pattern,
+  ]);
+  return stdout.split('\n').filter(Boolean);
+}
+
+for (const image of ['debian:bookworm-slim', 'busybox:latest']) {
+  describe(`exec channel on ${image}`, () => {
+    let container: string;
+    let sb: ContainerSandbox;
+    let plain: ContainerSandbox;
+    const notices: string[] = [];
+
+    before(async () => {
+      container = await startContainer(image);
+      sb = new ContainerSandbox(docker, container, 'default', { onNotice: (m) => notices.push(m) });
+      plain = new ContainerSandbox(docker, container, 'default', { execChannel: false });
+    });
+
+    after(async () => {
+      await sb?.close();
+      if (container) await run('docker', ['rm', '--force', container]).catch(() => {});
+    });
+
+    test('commands run through the channel, not docker exec', async () => {
+      assert.notEqual(await parentPid(sb), 0);
+      assert.equal(await parentPid(plain), 0);
+    });
+
+    test('state does not leak between calls (cd, export, shell variables, umask)', async () => {
+      await sb.exec(['sh', '-c', 'cd /tmp && export LEAK=1 && VAR=2 && umask 077']);
+      await sb.exec(['true'], { cwd: '/tmp', env: { LEAK: 'from-env' } });
+      const r = await sb.exec(['sh', '-c', 'pwd; echo "${LEAK-unset} ${VAR-unset}"; umask']);
+      const p = await plain.exec(['sh', '-c', 'pwd; echo "${LEAK-unset} ${VAR-unset}"; umask']);
+      assert.equal(r.stdout, p.stdout);
+      assert.match(r.stdout, /^\/\nunset unset\n0?022\n$/);
+    });
+
+    test('the environment is the one docker exec gives, plus what the call sets', async () => {
+      const sorted = (s: string) => s.split('\n').sort().join('\n');
+      assert.equal(sorted((await sb.exec(['env'])).stdout), sorted((await plain.exec(['env'])).stdout));
+      const env = { A: 'x y', B: "it's\n$HOME" };
+      assert.equal(sorted((await sb.exec(['env'], { env })).stdout), sorted((await plain.exec(['env'], { env })).stdout));
+    });
+
+    test('argv with spaces, quotes, newlines and unicode is passed exactly', async () => {
+      const args = [
+        'a b',
+        "it's",
+        '"dq"',
+        'tab\there',
+        'line1\nline2',
+        '\n',
+        '',
+        'trail\n',
+        ' lead',
+        'cr\r\nlf',
+        '$HOME',
+        '`id`',
+        '$(id)',
+        '\\',
+        "'",
+        '*',
+        '-n',
+        '--',
+        '%s%d',
+        'é ✓ 🚀 日本語',
+        `long ${"'quoted' \"words\"\n".repeat(300)}`,
+      ];
+      const show = ['sh', '-c', 'for a; do printf "[%s]" "$a"; done', 'sh'];
+      const expected = args.map((a) => `[${a}]`).join('');
+      assert.equal((await sb.exec([...show, ...args])).stdout, expected);
+      // A script past the inline limit travels as a payload, next to stdin.
+      const r = await sb.exec(['sh', '-c', 'cat; for a; do printf "[%s]" "$a"; done', 'sh', ...args], { input: 'stdin first|' });
+      assert.equal(r.stdout, `stdin first|${expected}`);
+    });
+
+    test('env values and cwd with quotes, newlines and unicode are passed exactly', async () => {
+      const dir = "/tmp/ct dir 'q' \"dq\" é\nline";
+      await sb.exec(['mkdir', '-p', dir]);
+      const value = "it's a \"value\"\n$HOME `id` é ✓";
+      const r = await sb.exec(['sh', '-c', 'pwd; printf "%s" "$V"'], { cwd: dir, env: { V: value } });
+      assert.equal(r.stdout, `${dir}\n${value}`);
+    });
+
+    test('50 concurrent calls each get their own output and exit code', async () => {
+      const rs = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => sb.exec(['sh', '-c', `echo out${i}; echo err${i} >&2; exit ${i % 7}`])),
+      );
+      rs.forEach((r, i) => {
+        assert.equal(r.stdout, `out${i}\n`);
+        assert.equal(r.stderr, `err${i}\n`);
+        assert.equal(r.returncode, i % 7);
+      });
+    });
+
+    test('1 MB of output arrives intact', async () => {
+      const expected = Array.from({ length: 200_000 }, (_, i) => `${i + 1}\n`).join('');
+      assert.ok(expected.length > 1_000_000);
+      assert.equal((await sb.exec(['seq', '1', '200000'])).stdout, expected);
+      assert.equal((await sb.exec(['sh', '-c', 'seq 1 200000 >&2'])).stderr, expected);
+    });
+
+    test('binary stdout and stderr bytes are intact', async () => {
+      const bytes = Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), randomBytes(4096)]);
+      await sb.writeFile('/tmp/ct-bin/r.bin', bytes);
+      const pool = new ExecChannelPool({
+        host: { runner: docker.runner, docker: 'docker', containerId: container, kill: async () => {} },
+        service: 'default',
+      });
+      try {
+        const out = await pool.exec(['cat', '/tmp/ct-bin/r.bin'], {}, { maxOutput: EXEC_OUTPUT_LIMIT });
+        const err = await pool.exec(['sh', '-c', 'cat /tmp/ct-bin/r.bin >&2'], {}, { maxOutput: EXEC_OUTPUT_LIMIT });
+        assert.equal(out.kind, 'done');
+        assert.equal(err.kind, 'done');
+        if (out.kind !== 'done' || err.kind !== 'done') return;
+        assert.deepEqual(out.stdout, bytes);
+        assert.deepEqual(err.stderr, bytes);
+      } finally {
+        await pool.close();
+      }
+      // And as the od dump a tool would show: the same through the channel and through docker exec.
+      const od = ['od', '-An', '-tx1', '-v', '/tmp/ct-bin/r.bin'];
+      assert.equal((await sb.exec(od)).stdout, (await plain.exec(od)).stdout);
+      assert.deepEqual(Buffer.from(await sb.readFile('/tmp/ct-bin/r.bin', 'bytes')), bytes);
+    });
+
+    test('output past 10 MiB keeps the tail of each stream', async () => {
+      const r = await sb.exec(['sh', '-c', 'seq 1 2000000; seq 1 2000000 >&2']);
+      assert.equal(Buffer.byteLength(r.stdout), EXEC_OUTPUT_LIMIT);
+      assert.equal(Buffer.byteLength(r.stderr), EXEC_OUTPUT_LIMIT);
+      assert.ok(r.stdout.endsWith('\n1999999\n2000000\n'));
+      assert.ok(r.stderr.endsWith('\n1999999\n2000000\n'));
+    });
+
+    test('writing to /dev/stdout and /dev/stderr appends, as on a pipe', async () => {
+      const r = await sb.exec(['sh', '-c', 'echo a; echo b >/dev/stdout; echo c; echo x >&2; echo y >/dev/stderr; echo z >&2']);
+      assert.equal(r.stdout, 'a\nb\nc\n');
+      assert.equal(r.stderr, 'x\ny\nz\n');
+    });
+
+    test('a missing command or cwd gives docker exec\'s own error', async () => {
+      for (const [cmd, cwd] of [[['ct-no-such-command-xyz'], undefined], [['pwd'], '/ct-no-such-dir']] as const) {
+        const viaChannel = await sb.exec([...cmd], { cwd });
+        const viaPlain = await plain.exec([...cmd], { cwd });
+        assert.equal(viaChannel.returncode, viaPlain.returncode);
+        assert.equal(viaChannel.stderr, viaPlain.stderr);
+      }
+    });
+
+    test('a timeout kills the process tree and the channel stays in use', async () => {
+      const agent = await parentPid(sb);
+      await assert.rejects(
+        sb.exec(['sh', '-c', 'echo begun; sleep 311 & sleep 312'], { timeout: 1 }),
+        (e: unknown) => e instanceof ExecTimeoutError && e.stdout === 'begun\n',
+      );
+      assert.deepEqual(await pidsOf(container, 'sleep 31[12] '), []);
+      assert.equal(await parentPid(sb), agent);
+    });
+
+    test('a background process holding stdout ends the call after the drain grace, and keeps running', async () => {
+      const started = Date.now();
+      const r = await sb.exec(['sh', '-c', 'echo begun; sleep 313 &']);
+      assert.equal(r.stdout, 'begun\n');
+      assert.equal(r.returncode, 0);
+      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+      const left = await pidsOf(container, 'sleep 313 ');
+      assert.equal(left.length, 1);
+      await run('docker', ['exec', container, 'sh', '-c', `kill ${left[0]}`]);
+      assert.equal((await sb.exec(['echo', 'next'])).stdout, 'next\n');
+    });
+
+    test('pkill sh (SIGTERM) does not take the channel down', async () => {
+      const agent = await parentPid(sb);
+      const r = await sb.exec(['sh', '-c', 'kill -TERM $PPID; kill -HUP $PPID; echo survived']);
+      assert.equal(r.stdout, 'survived\n');
+      assert.equal(await parentPid(sb), agent);
+    });
+
+    test('a command that empties /tmp (and the channel\'s FIFOs) still gets its output', async () => {
+      for (let i = 0; i < 3; i++) {
+        const r = await sb.exec(['sh', '-c', 'rm -rf /tmp/* /tmp/.[!.]* 2>/dev/null; echo emptied; echo e >&2']);
+        assert.equal(r.stdout, 'emptied\n');
+        assert.equal(r.stderr, 'e\n');
+      }
+      assert.equal((await sb.exec(['echo', 'after'])).stdout, 'after\n');
+      assert.notEqual(await parentPid(sb), 0);
+    });
+
+    test('a task that kills every cat process does not break later calls', async () => {
+      const killCats = 'for p in /proc/[0-9]*; do read -r c < $p/comm 2>/dev/null; [ "$c" = cat ] && kill -9 ${p#/proc/}; done; true';
+      await sb.exec(['sh', '-c', killCats]);
+      for (let i = 0; i < 3; i++) assert.equal((await sb.exec(['echo', `still${i}`])).stdout, `still${i}\n`);
+      assert.notEqual(await parentPid(sb), 0);
+    });
+
+    test('a channel killed between calls is replaced transparently', async () => {
+      const agent = await parentPid(sb);
+      await run('docker', ['exec', container, 'sh', '-c', `kill -KILL ${agent}`]);
+      for (let i = 0; i < 5; i++) assert.equal((await sb.exec(['echo', `again${i}`])).stdout, `again${i}\n`);
+      const replacement = await parentPid(sb);
+      assert.notEqual(replacement, 0);
+      assert.notEqual(replacement, agent);
+    });
+
+    test('a channel killed under a running command reports it killed, then recovers', async () => {
+      const r = await sb.exec(['sh', '-c', 'kill -KILL $PPID; echo after']);
+      assert.equal(r.returncode, 137);
+      assert.match(r.stderr, /exec channel/);
+      assert.equal((await sb.exec(['echo', 'recovered'])).stdout, 'recovered\n');
+      assert.notEqual(await parentPid(sb), 0);
+    });
+
+    test('an unknown user gets docker exec\'s own error', async () => {
+      const a = await sb.exec(['id'], { user: 'ct-no-such-user' });
+      const b = await plain.exec(['id'], { user: 'ct-no-such-user' });
+      assert.equal(a.returncode, b.returncode);
+      assert.equal(a.stderr, b.stderr);
+    });
+
+    test('another user gets channels of its own', async () => {
+      const r = await sb.exec(['sh', '-c', 'id -un; echo $PPID'], { user: 'nobody' });
+      const [name, ppid] = r.stdout.trim().split('\n');
+      assert.equal(name, 'nobody');
+      assert.notEqual(Number(ppid), 0);
+      assert.notEqual(Number(ppid), await parentPid(sb));
+    });
+
+    test('no fallback notice was given', () => {
+      assert.deepEqual(notices, []);
+    });
+  });
+}
+
+describe('exec channel fallback', () => {
+  let container: string;
+
+  before(async () => {
+    container = await startContainer('busybox:latest', ['--read-only']);
+  });
+
+  after(async () => {
+    if (container) await run('docker', ['rm', '--force', container]).catch(() => {});
+  });
+
+  test('an image the channel cannot run in falls back to docker exec and says so once', async () => {
+    const notices: string[] = [];
+    const sb = new ContainerSandbox(docker, container, 'default', { onNotice: (m) => notices.push(m) });
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await sb.exec(['echo', `plain${i}`])).stdout, `plain${i}\n`);
+      const rs = await Promise.all(Array.from({ length: 5 }, (_, i) => sb.exec(['echo', `c${i}`])));
+      rs.forEach((r, i) => assert.equal(r.stdout, `c${i}\n`));
+      assert.equal(await parentPid(sb), 0);
+      assert.equal(notices.length, 1);
+      assert.match(notices[0]!, /exec channel off for default: .*mktemp.*; using docker exec instead/);
+    } finally {
+      await sb.close();
+    }
+  });
+
+});
