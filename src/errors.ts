@@ -47,37 +47,27 @@ export class CancelledError extends CtError {
   }
 }
 
-export class CloudError extends CtError {
+/** An error whose retryability the failing service decided (throttling and outages retry). */
+export abstract class RetryableCtError extends CtError {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class CloudError extends RetryableCtError {
   override readonly kind = 'cloud' as const;
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
-export class GitError extends CtError {
+export class GitError extends RetryableCtError {
   override readonly kind = 'git' as const;
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
-export class ModelError extends CtError {
+export class ModelError extends RetryableCtError {
   override readonly kind = 'model' as const;
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 /** Raised by exec when its timeout passes; carries what the command printed until then. */
@@ -101,9 +91,7 @@ export class OutputLimitExceededError extends CtError {}
 /** What is retried: infrastructure failures and throttled cloud calls; never user or sample errors. */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof SandboxUnavailableError) return true;
-  if (err instanceof CloudError) return err.retryable;
-  if (err instanceof GitError) return err.retryable;
-  if (err instanceof ModelError) return err.retryable;
+  if (err instanceof RetryableCtError) return err.retryable;
   return false;
 }
 

@@ -12,6 +12,7 @@ import type {
   ToolInfo,
 } from '../log/types.js';
 import type { GenerateRequest, ProviderAdapter } from './types.js';
+import { textOf } from './message-text.js';
 
 /**
  * Anthropic requires max_tokens on every request; 16384 leaves room for long tool calls while a
@@ -178,14 +179,6 @@ function assistantBlocks(m: ChatMessageAssistant): Block[] {
   for (const call of m.tool_calls ?? []) blocks.push({ type: 'tool_use', id: call.id, name: call.function, input: call.arguments });
   // The API rejects an empty assistant turn.
   return blocks.length ? blocks : [{ type: 'text', text: '(no content)' }];
-}
-
-function textOf(content: string | Content[]): string {
-  if (typeof content === 'string') return content;
-  return content
-    .filter((c) => c.type === 'text')
-    .map((c) => (c as { text: string }).text)
-    .join('\n');
 }
 
 interface AnthropicResponse {

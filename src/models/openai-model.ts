@@ -10,6 +10,7 @@ import type {
   ToolInfo,
 } from '../log/types.js';
 import type { GenerateRequest, ProviderAdapter } from './types.js';
+import { textOf } from './message-text.js';
 
 export interface OpenAIAdapterOptions {
   /** The model id without the provider, e.g. `gpt-4.1-nano`, or a local server's model name. */
@@ -127,14 +128,6 @@ function userContent(content: string | Content[]): unknown {
     if (c.type === 'image') return [{ type: 'image_url', image_url: { url: c.image, detail: c.detail } }];
     return [];
   });
-}
-
-function textOf(content: string | Content[]): string {
-  if (typeof content === 'string') return content;
-  return content
-    .filter((c) => c.type === 'text')
-    .map((c) => (c as { text: string }).text)
-    .join('\n');
 }
 
 interface OpenAIResponse {
