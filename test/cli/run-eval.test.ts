@@ -4,7 +4,7 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { EXAMPLE_SETTINGS, ctEnv, runCt, startCt, waitForOutput } from '../helpers/cli.js';
+import { EXAMPLE_SETTINGS, ctEnv, onlyLog, runCt, startCt } from '../helpers/cli.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { REPO_ROOT } from '../helpers/paths.js';
@@ -16,12 +16,6 @@ function ctProjects(): string[] {
     encoding: 'utf8',
   });
   return [...new Set(out.split('\n').filter((p) => p.startsWith('ct-')))];
-}
-
-function onlyLog(dir: string): string {
-  const logs = readdirSync(dir).filter((f) => f.endsWith('.eval'));
-  assert.equal(logs.length, 1, `one log in ${dir}: ${logs.join(', ')}`);
-  return join(dir, logs[0]!);
 }
 
 describe('ct run eval on local Docker', () => {

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { CT_BIN, REPO_ROOT } from './paths.js';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface CtResult {
@@ -58,4 +59,11 @@ export function waitForOutput(child: ChildProcess, predicate: (text: string) => 
     child.stdout!.on('data', on);
     child.stderr!.on('data', on);
   });
+}
+
+/** The one .eval log in `dir`. */
+export function onlyLog(dir: string): string {
+  const logs = readdirSync(dir).filter((f) => f.endsWith('.eval'));
+  if (logs.length !== 1) throw new Error(`expected one .eval in ${dir}, found ${logs.length}: ${logs.join(', ')}`);
+  return join(dir, logs[0]!);
 }

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CT_BIN, REPO_ROOT } from '../../helpers/paths.js';
@@ -41,35 +41,8 @@ export function tempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** The one .eval log in `dir`. */
-export function onlyLog(dir: string): string {
-  const logs = readdirSync(dir).filter((f) => f.endsWith('.eval'));
-  if (logs.length !== 1) throw new Error(`expected one .eval in ${dir}, found ${logs.length}: ${logs.join(', ')}`);
-  return join(dir, logs[0]!);
-}
-
-/** Runs a Python script against the real inspect_ai with `input` as JSON on stdin; it prints one JSON line. */
-export function runPython(script: string, input: unknown, timeoutMs = 120_000): Promise<any> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('python3', ['-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) return reject(new Error(`python3 exited with ${code}:\n${stderr}\n${stdout}`));
-      try {
-        resolve(JSON.parse(stdout.trim().split('\n').at(-1) ?? ''));
-      } catch (e) {
-        reject(new Error(`unreadable output from python3: ${(e as Error).message}\n${stdout}\n${stderr}`));
-      }
-    });
-    child.stdin.end(JSON.stringify(input));
-  });
-}
+export { onlyLog } from '../../helpers/cli.js';
+export { runPython } from '../../helpers/python.js';
 
 /** Reads a whole log with inspect_ai and prints what the tests look at (one python start). */
 export const INSPECT_SAMPLES_SCRIPT = String.raw`
