@@ -18,8 +18,8 @@ export interface ProviderContext {
 type Factory = (spec: string, ctx: ProviderContext) => Promise<SandboxProvider>;
 
 /**
- * Sandbox kinds by the form of `--sandbox`: `docker` (default), `local`, and whatever other
- * modules register (`ssh://user@host`, `ec2`). Matched in order; the first `match` wins.
+ * Sandbox kinds by the form of `--sandbox`: `docker` (default), `local`, `ssh://user@host`,
+ * `ec2`. Matched in order; the first `match` wins.
  */
 const FACTORIES: Array<{ match: (spec: string) => boolean; usage: string; create: Factory }> = [
   {
@@ -45,10 +45,6 @@ const FACTORIES: Array<{ match: (spec: string) => boolean; usage: string; create
   },
 ];
 
-export function registerSandboxKind(match: (spec: string) => boolean, usage: string, create: Factory): void {
-  FACTORIES.push({ match, usage, create });
-}
-
 export async function createProvider(spec: string, ctx: ProviderContext): Promise<SandboxProvider> {
   const f = FACTORIES.find((x) => x.match(spec));
   if (!f) throw new ConfigError(`unknown sandbox "${spec}"; use one of: ${FACTORIES.map((x) => x.usage).join(', ')}`);
@@ -63,5 +59,7 @@ function dockerProvider(ctx: ProviderContext): SandboxProvider {
     compose: ctx.config.sandbox.compose,
     startTimeout: ctx.config.sandbox.start_timeout,
     networkPool: ctx.config.sandbox.network_pool,
+    execChannel: ctx.config.sandbox.exec_channel,
+    onNotice: ctx.onNotice,
   });
 }
