@@ -27,6 +27,9 @@ export interface AgentToolsOptions {
 
 export const DEFAULT_TOOL_OPTIONS: AgentToolsOptions = { bashTimeout: 180, modelOutputLimit: 16_000 };
 
+/** Runs `$1` with bash where the image has it, else with sh, in one exec (no probe round trip). */
+const BASH_OR_SH = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi';
+
 class ToolFailure extends Error {
   constructor(
     readonly type: ToolCallError['type'],
@@ -42,7 +45,6 @@ class ToolFailure extends Error {
  */
 export class AgentTools {
   private readonly history = new Map<string, string[]>();
-  private shell?: Promise<string>;
 
   constructor(
     private readonly sandbox: Sandbox,
@@ -104,10 +106,8 @@ export class AgentTools {
   }
 
   private async bash(cmd: string): Promise<string> {
-    this.shell ??= this.sandbox.exec(['sh', '-c', 'command -v bash || echo sh']).then((r) => r.stdout.trim() || 'sh');
-    const shell = await this.shell;
     try {
-      const r = await this.sandbox.exec([shell, '-c', cmd], { timeout: this.options.bashTimeout });
+      const r = await this.sandbox.exec(['sh', '-c', BASH_OR_SH, 'sh', cmd], { timeout: this.options.bashTimeout });
       let out = r.stdout;
       if (r.stderr) out += (out && !out.endsWith('\n') ? '\n' : '') + r.stderr;
       if (r.returncode !== 0) out += `${out && !out.endsWith('\n') ? '\n' : ''}[exit code ${r.returncode}]`;

@@ -51,6 +51,8 @@ const SUBNET_ATTEMPTS = 4;
 
 interface ProjectState {
   project: string;
+  /** Every container `up` created (running or exited), known from readiness polling. */
+  containers?: string[];
   overrideFile: string;
   releaseSubnets: () => void;
 }
@@ -182,7 +184,7 @@ export class DockerProvider implements SandboxProvider {
             { overlap },
           );
         }
-        const containers = await this.waitReady(project, env, ctx);
+        const containers = await this.waitReady(project, env, ctx, state);
         const sandboxes: SampleSandboxes = new Map();
         const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
         const sandboxOptions = { execChannel: this.options.execChannel, onNotice: this.options.onNotice };
@@ -201,7 +203,7 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** Waits until every container runs (and is healthy when it has a healthcheck) or exited 0. */
-  private async waitReady(project: string, env: SandboxEnvSpec, ctx: SampleInitContext): Promise<Map<string, string>> {
+  private async waitReady(project: string, env: SandboxEnvSpec, ctx: SampleInitContext, state: ProjectState): Promise<Map<string, string>> {
     const deadline = Date.now() + (this.options.startTimeout ?? 180) * 1000;
     const ids = (
       await this.docker.ok(['ps', '--all', '--quiet', '--no-trunc', '--filter', `label=${LABEL_PROJECT}=${project}`], {
@@ -211,6 +213,7 @@ export class DockerProvider implements SandboxProvider {
       .split('\n')
       .filter(Boolean);
     if (ids.length === 0) throw new SandboxUnavailableError(`environment ${env.name} started no containers`);
+    state.containers = ids;
     for (;;) {
       const out = await this.docker.ok(['inspect', ...ids], { idempotent: true });
       const rows = (JSON.parse(out) as InspectedContainer[]).map((c) => ({
@@ -247,24 +250,27 @@ export class DockerProvider implements SandboxProvider {
     this.live.delete(sandboxes);
     try {
       await Promise.all([...sandboxes.values()].map((s) => (s instanceof ContainerSandbox ? s.close() : undefined)));
-      await this.removeProject(state.project);
+      await this.removeProject(state.project, state.containers);
     } finally {
       state.releaseSubnets();
       await this.options.runner.removeFile(state.overrideFile).catch(() => {});
     }
   }
 
-  /** Removes a project's containers, networks and volumes directly (no compose start-up). */
-  async removeProject(project: string): Promise<void> {
+  /**
+   * Removes a project's containers, networks and volumes directly (no compose start-up), in three
+   * steps: list (containers unless known, networks, volumes, at once) -> remove containers ->
+   * remove networks and volumes.
+   */
+  async removeProject(project: string, knownContainers?: string[]): Promise<void> {
     const filter = ['--filter', `label=${LABEL_PROJECT}=${project}`];
-    const ids = (await this.docker.ok(['ps', '--all', '--quiet', ...filter], { idempotent: true })).split('\n').filter(Boolean);
-    if (ids.length > 0) await this.docker.ok(['rm', '--force', '--volumes', ...ids], { idempotent: true });
-    const [nets, vols] = await Promise.all([
-      this.docker.ok(['network', 'ls', '--quiet', ...filter], { idempotent: true }),
-      this.docker.ok(['volume', 'ls', '--quiet', ...filter], { idempotent: true }),
+    const list = (args: string[]) => this.docker.ok(args, { idempotent: true }).then((o) => o.split('\n').filter(Boolean));
+    const [ids, netIds, volIds] = await Promise.all([
+      knownContainers ?? list(['ps', '--all', '--quiet', ...filter]),
+      list(['network', 'ls', '--quiet', ...filter]),
+      list(['volume', 'ls', '--quiet', ...filter]),
     ]);
-    const netIds = nets.split('\n').filter(Boolean);
-    const volIds = vols.split('\n').filter(Boolean);
+    if (ids.length > 0) await this.docker.ok(['rm', '--force', '--volumes', ...ids], { idempotent: true });
     await Promise.all([
       netIds.length > 0 ? this.docker.call(['network', 'rm', ...netIds], { idempotent: true }) : undefined,
       volIds.length > 0 ? this.docker.call(['volume', 'rm', '--force', ...volIds], { idempotent: true }) : undefined,
