@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { LocalRunner } from '../src/host/local-runner.js';
 import { ComposeCommand } from '../src/sandbox/docker/compose.js';
-import { DockerProvider, type DockerProviderOptions } from '../src/sandbox/docker/docker-provider.js';
+import { ContainerSandbox } from '../src/sandbox/docker/container-sandbox.js';
+import { DockerProvider } from '../src/sandbox/docker/docker-provider.js';
 import { RunRegistry, newRunId } from '../src/sandbox/run-registry.js';
 import { fmt, median, p95, repeat, table } from './stats.js';
 
@@ -27,20 +28,16 @@ async function main() {
   const registry = new RunRegistry(join(tmpdir(), 'ct-bench-state'));
   const runId = newRunId();
   registry.register(runId);
-  const make = (execChannel: boolean) =>
-    new DockerProvider({ runner, runId, registry, execChannel } as DockerProviderOptions & { execChannel: boolean });
   const cc = await ComposeCommand.detect(runner);
   const rows: string[][] = [];
 
   // --- exec on one running container
-  const provider = make(true);
+  const provider = new DockerProvider({ runner, runId, registry, execChannel: true });
   await provider.taskInit(env);
   const sbs = await provider.sampleInit(env, { label: 'bench-exec' });
   const sb = sbs.get('default')!;
-  const plainProvider = make(false);
   const container = (sb as unknown as { containerId: string }).containerId;
-  const { ContainerSandbox } = await import('../src/sandbox/docker/container-sandbox.js');
-  const plain = new ContainerSandbox(plainProvider.docker, container, 'default');
+  const plain = new ContainerSandbox(provider.docker, container, 'default', { execChannel: false });
   const project = (await run('docker', ['inspect', '--format', '{{index .Config.Labels "com.docker.compose.project"}}', container])).stdout.trim();
   await sb.exec(['true']);
   const ours = await repeat(EXEC_N, () => sb.exec(['echo', 'hi']));
