@@ -33,6 +33,8 @@ import { BIG_OUTPUT_BYTES } from './trajectory.js';
 import { createWorkspace } from './workspace.js';
 
 const SECTIONS = ['latency', 'throughput', 'remote', 'sandbox-api'] as const;
+
+class UsageError extends Error {}
 type Section = (typeof SECTIONS)[number];
 
 export interface BenchPlan {
@@ -63,11 +65,11 @@ function plan(argv: string[]): { plan: BenchPlan; outDir: string; keep: boolean 
   const int = (v: string | undefined, d: number, name: string) => {
     if (v === undefined) return d;
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} needs a whole number >= 1, got ${v}`);
+    if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} needs a whole number >= 1, got ${v}`);
     return n;
   };
   const sections = values.sections ? (values.sections.split(',') as Section[]) : [...SECTIONS];
-  for (const s of sections) if (!SECTIONS.includes(s)) throw new Error(`unknown section ${s}; sections: ${SECTIONS.join(', ')}`);
+  for (const s of sections) if (!SECTIONS.includes(s)) throw new UsageError(`unknown section ${s}; sections: ${SECTIONS.join(', ')}`);
   const reps = int(values.reps, quick ? 1 : 5, 'reps');
   return {
     plan: {
@@ -82,7 +84,7 @@ function plan(argv: string[]): { plan: BenchPlan; outDir: string; keep: boolean 
         reps: int(values['throughput-reps'], 1, 'throughput-reps'),
         raw: values['raw-throughput']!,
       },
-      remote: { calls: quick ? 10 : 20, reps },
+      remote: { calls: 10, reps },
     },
     outDir: values['out-dir'] ?? join(REPO_ROOT, 'bench', 'results'),
     keep: values.keep!,
@@ -218,6 +220,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((e) => {
+  // Bad flags are usage errors (exit 2, no stack); anything else is a failed bench (exit 1).
+  if ((e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') || e instanceof UsageError) {
+    console.error(`${(e as Error).message}\nusage: node dist/bench/run.js [--quick] [--out-dir DIR] [--sections ${SECTIONS.join(',')}] [--reps N] [--throughput-samples S] [--throughput-reps N] [--raw-throughput] [--keep]`);
+    process.exit(2);
+  }
   console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
   process.exit(1);
 });
