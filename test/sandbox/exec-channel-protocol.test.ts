@@ -34,11 +34,21 @@ describe('exec channel protocol', () => {
     for (let cut = 1; cut < stream.length; cut += 7) assert.deepEqual(parseAll([stream.subarray(0, cut), stream.subarray(cut)]), whole);
   });
 
+  test('lines before the hello that are not frames are skipped as noise', () => {
+    const frames = parseAll([Buffer.from('WARNING: something from docker\nH 1 7 - file\nX 1 0\n')]);
+    assert.deepEqual(
+      frames.map((f) => f.type),
+      ['noise', 'hello', 'exited'],
+    );
+    assert.throws(() => parseAll([Buffer.from('H 1 7 - file\nWARNING: after the hello\n')]), /unknown frame/);
+  });
+
   test('a payload shorter or longer than announced is caught, not misread', () => {
-    assert.throws(() => parseAll([Buffer.from('R 1 0 0 0 3 3\nabcdZ 1\n')]), /expected trailer/);
-    assert.throws(() => parseAll([Buffer.from('R 1 0 0 0 5 5\nabcZ 1\n\n')]), /expected trailer/);
-    assert.throws(() => parseAll([Buffer.from('Q what\n')]), /unknown frame/);
-    assert.throws(() => parseAll([Buffer.from('R 1 0 ? 3 0 0\n')]), /malformed/);
+    const hello = 'H 1 7 - stream\n';
+    assert.throws(() => parseAll([Buffer.from(`${hello}R 1 0 0 0 3 3\nabcdZ 1\n`)]), /expected trailer/);
+    assert.throws(() => parseAll([Buffer.from(`${hello}R 1 0 0 0 5 5\nabcZ 1\n\n`)]), /expected trailer/);
+    assert.throws(() => parseAll([Buffer.from(`${hello}Q what\n`)]), /unknown frame/);
+    assert.throws(() => parseAll([Buffer.from(`${hello}R 1 0 ? 3 0 0\n`)]), /malformed/);
     assert.throws(() => parseAll([Buffer.alloc(600, 'x')]), /too long/);
   });
 

@@ -1,6 +1,6 @@
 /**
- * The program that runs inside a sandbox as one exec channel: `sh -c CHANNEL_AGENT`, started
- * with `docker exec -i`. It needs only a POSIX sh plus cat, head, tail, mkfifo, mktemp, rm and
+ * The program that runs inside a sandbox as one exec channel: `sh -c CHANNEL_AGENT sh [file]`,
+ * started with `docker exec -i` (`file` forces the file mode for stdout, see below). It needs only a POSIX sh plus cat, head, tail, mkfifo, mktemp, rm and
  * /proc (busybox is enough); `setsid` and `dd` are used when present. Variables and functions
  * are named `ct_*` so they cannot meet a command's own (the host refuses env names `ct_*`).
  *
@@ -50,8 +50,10 @@
  * So a call costs one process start (two execs: setsid, the command) when its stderr is empty.
  * A reader that dies (the host's drain-grace kill, or a task's `pkill cat`) sends SIGCHLD,
  * trapped around the barrier so the open is interrupted, and the next call starts a fresh
- * batch; so does a FIFO that is gone (a task emptying /tmp), which the barrier checks for
- * first, as opening a missing FIFO would create a plain file and not wait. File readers may write at most 1 GiB per batch (`ulimit -f`, 512-byte blocks) so a
+ * batch. When the next FIFO is gone (a task emptied /tmp) the barrier waits for the reader to
+ * exit instead, which it does once it finds no more FIFOs (opening a missing FIFO for writing
+ * would create a plain file and not wait). A stdout reader that has exited can no longer be
+ * counted: that call's answer says `?`. File readers may write at most 1 GiB per batch (`ulimit -f`, 512-byte blocks) so a
  * runaway command cannot fill the disk; past that the command sees a closed pipe. A batch also
  * ends early once its files pass 64 MiB.
  *
@@ -77,7 +79,7 @@ ct_dd=0
 [ "$(dd if="$ct_d/t" bs=65536 skip=2 count=3 iflag=skip_bytes,count_bytes)" = cde ] && ct_dd=1
 rm -f "$ct_d/t"
 ct_st=file ct_of=6
-{ read -r ct_x ct_x && read -r ct_x ct_x; } < "/proc/$$/io" && [ -n "$ct_x" ] && ct_st=stream ct_of=1
+[ "$1" != file ] && { read -r ct_x ct_x && read -r ct_x ct_x; } < "/proc/$$/io" && [ -n "$ct_x" ] && ct_st=stream ct_of=1
 ct_ss=
 for ct_x in /usr/bin/setsid /bin/setsid /usr/sbin/setsid /sbin/setsid; do
   if [ -x "$ct_x" ]; then ct_ss=$ct_x; break; fi
@@ -114,19 +116,17 @@ ct_end() {
   done
   ct_ra= ct_rb= ct_k=32
 }
-ct_open8() {
+ct_bar() {
   trap 'ct_sig=1' CHLD
-  while ! { [ -p "$1" ] && ct_alive "$2" && command exec 8>"$1"; }; do
-    [ -p "$1" ] && ct_alive "$2" || { trap - CHLD; return 1; }
+  while ct_alive "$3"; do
+    if [ ! -p "$2" ]; then
+      while [ -e "/proc/$3" ]; do wait "$3"; [ "$?" = 127 ] && break; done
+      break
+    fi
+    if eval "command exec $1>\\"\\$2\\""; then trap - CHLD; return 0; fi
   done
   trap - CHLD
-}
-ct_open9() {
-  trap 'ct_sig=1' CHLD
-  while ! { [ -p "$1" ] && ct_alive "$2" && command exec 9>"$1"; }; do
-    [ -p "$1" ] && ct_alive "$2" || { trap - CHLD; return 1; }
-  done
-  trap - CHLD
+  return 1
 }
 ct_wchar() {
   ct_w=
@@ -153,7 +153,7 @@ ct_b() {
   { ulimit -f 2097152; exec cat "$@"; } >&7 5>&- 6>&- 7>&- &
   ct_rb=$!
   ct_k=0 ct_o0=0 ct_e0=0
-  ct_open8 "$ct_d/a0" "$ct_ra" && ct_open9 "$ct_d/b0" "$ct_rb"
+  ct_bar 8 "$ct_d/a0" "$ct_ra" && ct_bar 9 "$ct_d/b0" "$ct_rb"
 }
 ct_r() {
   [ "$3" -gt 0 ] || return 0
@@ -196,11 +196,11 @@ while :; do
   exec 8>&- 9>&-
   printf 'X %s %s\\n' "$ct_i" "$ct_rc" >&5
   ct_k=$((ct_k + 1))
-  ct_ok=1
-  ct_open8 "$ct_d/a$ct_k" "$ct_ra" && ct_open9 "$ct_d/b$ct_k" "$ct_rb" || ct_ok=0
+  ct_ok=1 ct_w=
+  if ct_bar 8 "$ct_d/a$ct_k" "$ct_ra"; then [ "$ct_st" = stream ] && ct_wchar "$ct_ra"; else ct_ok=0; fi
+  ct_bar 9 "$ct_d/b$ct_k" "$ct_rb" || ct_ok=0
   if [ "$ct_st" = stream ]; then
-    ct_wchar "$ct_ra"
-    if [ "$ct_ok" = 1 ] && [ -n "$ct_w" ]; then ct_o1=$ct_w; else ct_o1=; fi
+    ct_o1=$ct_w
   else
     IFS=' 	' read -r ct_x ct_o1 < "/proc/$$/fdinfo/6"
   fi

@@ -15,6 +15,11 @@ export interface ExecChannelPoolOptions {
   queueWaitMs?: number;
   /** Channels beyond the first per user close after this long unused (default 30 s). */
   idleCloseMs?: number;
+  /**
+   * Send stdout through a file in the container even where it could stream (default false).
+   * The agent does so by itself on kernels without /proc/PID/io; this is how tests reach it.
+   */
+  fileStdout?: boolean;
 }
 
 /**
@@ -137,7 +142,7 @@ export class ExecChannelPool {
 
   private spawn(pool: UserPool): void {
     pool.starting++;
-    ExecChannel.start(this.options.host, pool.user).then(
+    ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
       (ch) => {
         pool.starting--;
         if (this.closing) return ch.close();
@@ -147,6 +152,8 @@ export class ExecChannelPool {
       },
       (e: unknown) => {
         pool.starting--;
+        // Starts cut short by close() (the container going away with the sample) are no failures.
+        if (this.closing) return;
         const reason = (e as Error).message;
         // A refusal is about what this image offers this user (tools, a writable temp dir):
         // no retry for that user; other users may still work.

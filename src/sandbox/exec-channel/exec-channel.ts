@@ -75,11 +75,12 @@ export class ExecChannel {
   private constructor(
     private readonly host: ChannelHost,
     readonly user: string | undefined,
+    private readonly fileStdout: boolean,
   ) {}
 
-  /** Starts an agent and waits for its hello. */
-  static async start(host: ChannelHost, user: string | undefined): Promise<ExecChannel> {
-    const ch = new ExecChannel(host, user);
+  /** Starts an agent and waits for its hello; `fileStdout` forces stdout through a file. */
+  static async start(host: ChannelHost, user: string | undefined, fileStdout = false): Promise<ExecChannel> {
+    const ch = new ExecChannel(host, user, fileStdout);
     await ch.open();
     return ch;
   }
@@ -93,7 +94,7 @@ export class ExecChannel {
   private async open(): Promise<void> {
     const argv = [this.host.docker, 'exec', '-i'];
     if (this.user) argv.push('--user', this.user);
-    argv.push(this.host.containerId, 'sh', '-c', CHANNEL_AGENT);
+    argv.push(this.host.containerId, 'sh', '-c', CHANNEL_AGENT, 'sh', ...(this.fileStdout ? ['file'] : []));
     const ready = new Promise<void>((resolve, reject) => (this.hello = { resolve, reject }));
     // Docker's own complaints (no such user, container gone) arrive on the control stream too.
     const early = new TailBuffer(2048);
@@ -176,7 +177,7 @@ export class ExecChannel {
   private onStdout(chunk: Buffer): void {
     const call = this.current;
     if (!call) {
-      if (this.state !== 'closed') this.fail('stdout bytes outside any call');
+      if (this.state !== 'closed') this.fail(`stdout bytes outside any call (${this.state}): ${JSON.stringify(chunk.subarray(0, 60).toString('latin1'))}`);
       return;
     }
     call.stdout.push(chunk);
@@ -191,13 +192,13 @@ export class ExecChannel {
     try {
       frames = this.parser.push(chunk);
     } catch (e) {
-      if (this.state === 'starting') return; // docker's own error text; the exit tells the story
       return this.fail(`protocol error: ${(e as Error).message}`);
     }
     for (const f of frames) this.onFrame(f);
   }
 
   private onFrame(f: AgentFrame): void {
+    if (f.type === 'noise') return; // kept in the start-up text for the message if the start fails
     if (f.type === 'hello') {
       if (this.state === 'starting') {
         this.state = 'idle';

@@ -1,6 +1,8 @@
 /** What the agent says on its control stream, one event per frame (see CHANNEL_AGENT). */
 export type AgentFrame =
   | { type: 'hello'; pid: number; setsid: boolean; mode: 'stream' | 'file' }
+  /** A line before the hello that is not a frame: docker's own words (a warning, an error). */
+  | { type: 'noise'; line: string }
   | { type: 'refused'; reason: string }
   | { type: 'not-started'; id: number }
   | { type: 'started'; id: number; pid: number; readers: [number, number] }
@@ -30,6 +32,7 @@ export class FrameParser {
   private length = 0;
   /** Set while the stderr payload of a result frame is awaited. */
   private pending?: Omit<Extract<AgentFrame, { type: 'result' }>, 'stderr' | 'type'> & { stderrSent: number };
+  private greeted = false;
 
   push(chunk: Buffer): AgentFrame[] {
     this.chunks.push(chunk);
@@ -65,6 +68,17 @@ export class FrameParser {
       return undefined;
     }
     const line = this.take(nl + 1).toString('latin1').slice(0, -1);
+    if (this.greeted) return this.parseLine(line);
+    try {
+      const frame = this.parseLine(line);
+      if (frame?.type === 'hello') this.greeted = true;
+      return frame;
+    } catch {
+      return { type: 'noise', line };
+    }
+  }
+
+  private parseLine(line: string): AgentFrame | undefined {
     const [tag, ...f] = line.split(' ');
     const bad = () => new Error(`malformed frame: ${JSON.stringify(line.slice(0, 80))}`);
     const ints = (count: number, unknownAt: number[] = []) => {
