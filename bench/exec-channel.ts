@@ -64,6 +64,16 @@ async function main() {
         },
       ],
       [
+        // What tool calls send: a timeout, so the command runs as its own session (setsid).
+        'exec `echo hi`, 60 s timeout',
+        N,
+        {
+          channel: () => channel.exec(['echo', 'hi'], { timeout: 60 }),
+          plain: () => plain.exec(['echo', 'hi'], { timeout: 60 }),
+          raw: () => rawExec([container, 'timeout', '60', 'echo', 'hi']),
+        },
+      ],
+      [
         'exec, 1 MB stdout',
         N,
         {
@@ -107,6 +117,24 @@ async function main() {
       }
     }
 
+    // The floor: what the same process starts cost inside the container with nothing around
+    // them, from a sh loop of `count` calls minus the same docker exec with none.
+    const floors: string[][] = [];
+    const loop = 'i=0; while [ "$i" -lt "$1" ]; do eval "$2" >/dev/null; i=$((i + 1)); done';
+    for (const [what, body] of [
+      ['`/bin/echo hi` (fork + exec)', '/bin/echo hi'],
+      ['`setsid echo hi` (fork + 2 execs: a channel call)', 'setsid echo hi'],
+    ] as const) {
+      const count = quick ? 50 : 200;
+      const per: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const empty = await timeMs(() => rawExec([container, 'sh', '-c', loop, 'sh', '0', body]));
+        const full = await timeMs(() => rawExec([container, 'sh', '-c', loop, 'sh', String(count), body]));
+        per.push(Math.max(0, full - empty) / count);
+      }
+      floors.push([what, String(count), fmt(median(per)), fmt(Math.min(...per)), fmt(Math.max(...per))]);
+    }
+
     // Concurrency: one pool per size, warmed to its size first so start-up is not measured.
     const concurrency: string[][] = [];
     const host = { runner, docker: 'docker', containerId: container, kill: async () => {} };
@@ -127,6 +155,8 @@ async function main() {
         `${N} calls a cell and way; ratios are medians over raw docker exec)\n`,
     );
     console.log(table(['what', 'how', 'calls', 'median ms', 'p95 ms', 'ratio vs raw'], rows));
+    console.log('\nIn-container floor per call (a sh loop inside the container; no ct, no docker per call):\n');
+    console.log(table(['what', 'calls a round', 'median ms', 'min ms', 'max ms'], floors));
     console.log('\n' + table(['what', 'how', 'median wall ms', 'max wall ms'], concurrency));
     if (notices.length > 0) console.log(`\nnotices: ${notices.join('; ')}`);
   } finally {

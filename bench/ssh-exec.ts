@@ -5,13 +5,18 @@
  *   node dist/bench/ssh-exec.js [--quick]
  *
  * Prints a markdown table (median and p95 per path, ratio to the fresh-ssh baseline) and the
- * configuration that produced it. Target: ct's path at or below 0.3x the baseline.
+ * configuration that produced it. Target: ct's path at or below 0.3x the baseline. Two more rows
+ * put the channel's SSH figure in context: the same container's channel reached without SSH
+ * (what the call costs inside the host), and the SSH round trip itself (a line echoed by `cat`
+ * on a channel of the same connection), so ssh minus local is what SSH adds to a call.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config/config.js';
+import { LocalRunner } from '../src/host/local-runner.js';
+import { DockerCli } from '../src/sandbox/docker/docker-cli.js';
 import { ContainerSandbox } from '../src/sandbox/docker/container-sandbox.js';
 import { RunRegistry, newRunId } from '../src/sandbox/run-registry.js';
 import { createSshProvider, type SshDockerProvider } from '../src/sandbox/ssh/ssh-provider.js';
@@ -83,6 +88,28 @@ async function main(): Promise<void> {
     rows.push(['fresh `ssh host docker exec <c> true` per call (baseline)', await time(() => freshSsh(sshd, ['docker', 'exec', container, 'true']))]);
     rows.push(['ct ssh sandbox, exec channel (default)', await time(() => withChannel.sb.exec(['true']))]);
     rows.push(['ct ssh sandbox, `docker exec` per call on the shared connection', await time(() => withoutChannel.sb.exec(['true']))]);
+    const local = new ContainerSandbox(new DockerCli(new LocalRunner()), container, 'default');
+    try {
+      rows.push(['same container, local exec channel (no ssh)', await time(() => local.exec(['true']))]);
+    } finally {
+      await local.close();
+    }
+    const cat = await withChannel.provider.runner.start(['cat']);
+    try {
+      rows.push([
+        'ssh round trip: a line echoed by `cat` on the same connection',
+        await time(
+          () =>
+            new Promise<void>((resolve) => {
+              cat.stdout.once('data', () => resolve());
+              cat.stdin.write('x\n');
+            }),
+        ),
+      ]);
+    } finally {
+      cat.stdin.end();
+      cat.kill();
+    }
 
     const base = stats(rows[0]![1]).median;
     const sshVersion = spawnSync('ssh', ['-V'], { encoding: 'utf8' }).stderr.trim().split(',')[0];
@@ -96,8 +123,10 @@ async function main(): Promise<void> {
       '|---|---:|---:|---:|',
       ...rows.map(([name, ms]) => {
         const s = stats(ms);
-        return `| ${name} | ${s.median.toFixed(1)} | ${s.p95.toFixed(1)} | ${(s.median / base).toFixed(2)}x |`;
+        return `| ${name} | ${s.median.toFixed(2)} | ${s.p95.toFixed(2)} | ${(s.median / base).toFixed(3)}x |`;
       }),
+      '',
+      `SSH adds ${(stats(rows[1]![1]).median - stats(rows[3]![1]).median).toFixed(2)} ms to a channel call (ssh channel minus local channel, medians); the ssh round trip is ${stats(rows[4]![1]).median.toFixed(2)} ms.`,
       '',
     ];
     process.stdout.write(lines.join('\n'));

@@ -417,6 +417,7 @@ export class SshRunner implements CommandRunner {
       };
       const onReady = () => {
         cleanup();
+        client.setNoDelay(true);
         resolve();
       };
       const cleanup = () => {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { LocalRunner } from '../../src/host/local-runner.js';
+import { ContainerSandbox } from '../../src/sandbox/docker/container-sandbox.js';
 import { DockerProvider } from '../../src/sandbox/docker/docker-provider.js';
 import { RunRegistry, newRunId } from '../../src/sandbox/run-registry.js';
 import { FIXTURES } from '../helpers/paths.js';
@@ -63,6 +64,35 @@ for (const execChannel of [true, false]) {
     services: [],
   });
 }
+
+/** Exec channel agents running in a container, counted from outside with plain `docker exec`. */
+function agentsIn(container: string): number {
+  const out = execFileSync('docker', ['exec', container, 'sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null; echo; done']).toString();
+  return out.split('\n').filter((l) => l.startsWith('sh -c exec 5>&2')).length;
+}
+
+test('a sample\'s default service has its exec channel started by sampleInit, before any call', async () => {
+  const env = { name: 'conformance', composeFile: join(FIXTURES, 'conformance', 'compose.yml') };
+  for (const execChannel of [true, false]) {
+    const p = await provider('auto', execChannel)();
+    await p.taskInit(env);
+    const sandboxes = await p.sampleInit(env, { label: 'warm' });
+    try {
+      const ids = [...sandboxes.values()].map((sb) => (sb as ContainerSandbox).containerId);
+      let agents = 0;
+      for (let i = 0; i < 100 && agents === 0; i++) {
+        agents = agentsIn(ids[0]!);
+        if (agents === 0) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(agents, execChannel ? 1 : 0, `agents in default with the channel ${execChannel ? 'on' : 'off'}`);
+      // Other services start theirs on first use.
+      assert.equal(agentsIn(ids[1]!), 0);
+    } finally {
+      await p.sampleCleanup(sandboxes);
+      await p.taskCleanup();
+    }
+  }
+});
 
 test('the exec channel stayed on for debian and busybox images (no fallback notice)', () => {
   assert.deepEqual(notices, []);

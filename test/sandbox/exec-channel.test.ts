@@ -334,6 +334,84 @@ describe('exec channel shutdown', () => {
   });
 });
 
+describe('exec channel warm start', () => {
+  /** Waits until the sandbox's pool has an idle channel for the default user. */
+  async function warmed(pool: ExecChannelPool): Promise<void> {
+    for (let i = 0; i < 200; i++) {
+      if (pool.stats().some((s) => s.user === '' && s.idle > 0)) return;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`no warm channel: ${JSON.stringify(pool.stats())}`);
+  }
+
+  function poolOf(sb: ContainerSandbox): ExecChannelPool {
+    return (sb as unknown as { channels: ExecChannelPool }).channels;
+  }
+
+  test('warm() starts the agent before any call, and the first call uses it', async () => {
+    const container = await startContainer('busybox:latest');
+    const sb = new ContainerSandbox(docker, container, 'default', {});
+    try {
+      sb.warm();
+      await warmed(poolOf(sb));
+      assert.equal((await pidsOf(container, 'sh -c exec 5>&2*')).length, 1, 'one agent running before the first call');
+      assert.notEqual(await parentPid(sb), 0);
+      assert.deepEqual(poolOf(sb).stats(), [{ user: '', live: 1, idle: 1, disabled: undefined }]);
+    } finally {
+      await sb.close();
+      await run('docker', ['rm', '--force', container]).catch(() => {});
+    }
+  });
+
+  test('a call made while the warm start runs waits for it instead of starting another', async () => {
+    const container = await startContainer('debian:bookworm-slim');
+    const sb = new ContainerSandbox(docker, container, 'default', {});
+    try {
+      sb.warm();
+      sb.warm();
+      const r = await sb.exec(['echo', 'first']);
+      assert.equal(r.stdout, 'first\n');
+      assert.deepEqual(poolOf(sb).stats(), [{ user: '', live: 1, idle: 1, disabled: undefined }]);
+      assert.equal((await pidsOf(container, 'sh -c exec 5>&2*')).length, 1);
+    } finally {
+      await sb.close();
+      await run('docker', ['rm', '--force', container]).catch(() => {});
+    }
+  });
+
+  test('closing the sandbox during the warm start leaves no agent and gives no notice', async () => {
+    const container = await startContainer('busybox:latest');
+    const notices: string[] = [];
+    const sb = new ContainerSandbox(docker, container, 'default', { onNotice: (m) => notices.push(m) });
+    try {
+      sb.warm();
+      await sb.close();
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.deepEqual(await pidsOf(container, 'sh -c exec 5>&2*'), []);
+      assert.deepEqual(notices, []);
+    } finally {
+      await run('docker', ['rm', '--force', container]).catch(() => {});
+    }
+  });
+
+  test('a warm start the image refuses says so once; calls run plain', async () => {
+    const container = await startContainer('busybox:latest', ['--read-only']);
+    const notices: string[] = [];
+    const sb = new ContainerSandbox(docker, container, 'default', { onNotice: (m) => notices.push(m) });
+    try {
+      sb.warm();
+      for (let i = 0; i < 200 && notices.length === 0; i++) await new Promise((r) => setTimeout(r, 25));
+      assert.equal(notices.length, 1);
+      assert.equal((await sb.exec(['echo', 'plain'])).stdout, 'plain\n');
+      assert.equal(await parentPid(sb), 0);
+      assert.equal(notices.length, 1);
+    } finally {
+      await sb.close();
+      await run('docker', ['rm', '--force', container]).catch(() => {});
+    }
+  });
+});
+
 describe('exec channel fallback', () => {
   let container: string;
 

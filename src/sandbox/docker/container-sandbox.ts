@@ -58,6 +58,11 @@ export class ContainerSandbox implements Sandbox {
     return `docker:${this.containerId.slice(0, 12)}`;
   }
 
+  /** Starts the exec channel for the container's default user in the background (no-op without channels). */
+  warm(): void {
+    this.channels?.warm();
+  }
+
   /** Closes the exec channels (they also end with the container). */
   async close(): Promise<void> {
     await this.channels?.close();

@@ -189,6 +189,9 @@ export class DockerProvider implements SandboxProvider {
         const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
         const sandboxOptions = { execChannel: this.options.execChannel, onNotice: this.options.onNotice };
         for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
+        // The agent's tool calls go to `default`: its exec channel starts now, while the policy
+        // gets going, instead of with the first call. Other services start theirs on first use.
+        (sandboxes.get('default') as ContainerSandbox | undefined)?.warm();
         this.live.set(sandboxes, state);
         return sandboxes;
       } catch (e) {

@@ -48,6 +48,8 @@ interface UserPool {
   idle: ExecChannel[];
   live: Set<ExecChannel>;
   starting: number;
+  /** Channels started ahead of any call (warm()) that no call has claimed yet. */
+  warming: number;
   waiters: Waiter[];
   failures: number;
   disabled?: string;
@@ -90,6 +92,19 @@ export class ExecChannelPool {
     }
   }
 
+  /**
+   * Starts a channel for `user` ahead of the first call (a sample's sandbox does this for its
+   * default service as soon as it is up), so that call does not pay the agent's start-up. A
+   * call arriving meanwhile waits for this start instead of beginning another.
+   */
+  warm(user?: string): void {
+    if (this.closing) return;
+    const pool = this.poolFor(user);
+    if (pool.disabled || pool.live.size + pool.starting > 0) return;
+    pool.warming++;
+    this.spawn(pool, true);
+  }
+
   /** Live channels per user, for tests and diagnostics. */
   stats(): { user: string; live: number; idle: number; disabled?: string }[] {
     return [...this.pools.values()].map((p) => ({ user: p.user ?? '', live: p.live.size, idle: p.idle.length, disabled: p.disabled }));
@@ -111,7 +126,7 @@ export class ExecChannelPool {
     const key = user ?? '';
     let p = this.pools.get(key);
     if (!p) {
-      p = { user, idle: [], live: new Set(), starting: 0, waiters: [], failures: 0 };
+      p = { user, idle: [], live: new Set(), starting: 0, warming: 0, waiters: [], failures: 0 };
       this.pools.set(key, p);
     }
     return p;
@@ -127,8 +142,10 @@ export class ExecChannelPool {
     }
     return new Promise((resolve) => {
       const w: Waiter = { resolve };
-      if (pool.live.size + pool.starting < this.max) {
-        this.spawn(pool);
+      if (pool.warming > 0) {
+        pool.warming--;
+      } else if (pool.live.size + pool.starting < this.max) {
+        this.spawn(pool, false);
       } else {
         w.timer = setTimeout(() => {
           const i = pool.waiters.indexOf(w);
@@ -140,11 +157,13 @@ export class ExecChannelPool {
     });
   }
 
-  private spawn(pool: UserPool): void {
+  /** Starts a channel; `warm` when no call waits for it yet (a call may claim it meanwhile). */
+  private spawn(pool: UserPool, warm: boolean): void {
     pool.starting++;
     ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
       (ch) => {
         pool.starting--;
+        if (warm && pool.warming > 0) pool.warming--;
         if (this.closing) return ch.close();
         pool.live.add(ch);
         ch.onClosed(() => this.onClosed(pool, ch));
@@ -152,6 +171,9 @@ export class ExecChannelPool {
       },
       (e: unknown) => {
         pool.starting--;
+        // An unclaimed warm start had no waiter: nobody is to be sent plain.
+        const unclaimed = warm && pool.warming > 0;
+        if (unclaimed) pool.warming--;
         // Starts cut short by close() (the container going away with the sample) are no failures.
         if (this.closing) return;
         const reason = (e as Error).message;
@@ -159,7 +181,7 @@ export class ExecChannelPool {
         // no retry for that user; other users may still work.
         if ((e instanceof ChannelStartError && e.kind === 'image') || ++pool.failures >= MAX_FAILURES) this.disableUser(pool, reason);
         // The waiter this start was for runs plain; others keep waiting for busy channels.
-        const i = pool.waiters.findIndex((w) => !w.timer);
+        const i = unclaimed ? -1 : pool.waiters.findIndex((w) => !w.timer);
         if (i >= 0) this.settle(pool.waiters.splice(i, 1)[0]!, undefined);
       },
     );
