@@ -134,7 +134,14 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   const registry = new RunRegistry(config.state_dir);
   const progress = createProgress(process.stderr, flags.quiet);
   const ac = new AbortController();
-  const provider = await createProvider(flags.sandbox, { config, runId, registry, onNotice: (m) => progress.note(m) });
+  // Sandbox notices also go into each sample's log; the console shows each distinct one once.
+  const noted = new Set<string>();
+  const onNotice = (m: string) => {
+    if (noted.has(m)) return;
+    noted.add(m);
+    progress.note(m);
+  };
+  const provider = await createProvider(flags.sandbox, { config, runId, registry, onNotice });
   await provider.preflight?.();
   registry.register(runId);
   let interrupts = 0;

@@ -150,7 +150,11 @@ async function startSandbox(args: RunSampleArgs, t: Transcript, retries: EvalErr
     try {
       return await args.provider.sampleInit(
         { name: args.sample.env.id, composeFile: args.sample.env.composeFile },
-        { label: `${args.sample.mainTask.id}-e${args.epoch}`, signal: args.signal },
+        {
+          label: `${args.sample.mainTask.id}-e${args.epoch}`,
+          signal: args.signal,
+          onNotice: (notice) => t.event({ event: 'info', source: 'sandbox', data: { notice } }),
+        },
       );
     } catch (e) {
       if (!isRetryable(e) || attempt >= args.options.sandboxAttempts || args.signal.aborted) throw e;

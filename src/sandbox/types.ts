@@ -62,6 +62,11 @@ export interface SampleInitContext {
   /** A short label for names (sample id and epoch). */
   label: string;
   signal?: AbortSignal;
+  /**
+   * Told what this sample's sandboxes want on record (an exec channel falling back to docker
+   * exec, once per sandbox); the runner writes it into the sample's log.
+   */
+  onNotice?: (message: string) => void;
 }
 
 export interface SweepReport {

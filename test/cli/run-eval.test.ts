@@ -102,6 +102,35 @@ describe('ct run eval on local Docker', () => {
     assert.equal(log2!.samples[0]!.events.filter((e) => e === 'tool').length, 5);
   });
 
+  test('a sandbox where the exec channel cannot run falls back to docker exec, says so once on the console and in each sample\'s log', async () => {
+    // TMPDIR pointing nowhere: the channel's agent cannot make its directory and refuses.
+    const envDir = join(settings, 'demo', 'notes_tmpdir');
+    cpSync(join(settings, 'demo', 'notes_app'), envDir, { recursive: true });
+    writeFileSync(
+      join(envDir, 'codebase', 'compose.yml'),
+      'services:\n  default:\n    image: debian:bookworm-slim\n    command: ["sleep", "infinity"]\n    init: true\n    working_dir: /app\n    environment:\n      TMPDIR: /nonexistent\n',
+    );
+    try {
+      const logDir = testLogDir('channel-fallback');
+      const r = await runCt(
+        ['run', 'eval', '-e', 'notes_tmpdir', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', join(TRAJ, 'create-greeting.jsonl'), '--epochs', '2', '--log-dir', logDir],
+        { cwd: work, env: env() },
+      );
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal((r.stderr.match(/exec channel off for default: .*mktemp -d failed.*; using docker exec instead/g) ?? []).length, 1, r.stderr);
+      const [log] = await readWithInspect([onlyLog(logDir)]);
+      assert.equal(log!.samples.length, 2);
+      for (const s of log!.samples) {
+        assert.equal((s.scores.linux_scorer as { main_task_success: string }).main_task_success, 'C');
+        const notices = s.info.filter((d) => typeof d === 'object' && d !== null && 'notice' in d);
+        assert.equal(notices.length, 1, JSON.stringify(s.info));
+        assert.match((notices[0] as { notice: string }).notice, /exec channel off for default: .*mktemp -d failed/);
+      }
+    } finally {
+      rmSync(envDir, { recursive: true, force: true });
+    }
+  });
+
   test('a sandbox that died is an error, never scored', async () => {
     const logDir = testLogDir('dead-sandbox');
     const traj = join(work, 'kill.jsonl');

@@ -12,6 +12,8 @@ export interface InspectView {
     scores: Record<string, unknown>;
     roles: string[];
     events: string[];
+    /** The data of the sample's info events. */
+    info: unknown[];
     limit: string | null;
   }>;
   header_status: string;
@@ -37,6 +39,7 @@ for p in sys.argv[1:]:
             "scores": {k: v.value for k, v in (s.scores or {}).items()},
             "roles": [m.role for m in s.messages],
             "events": [e.event for e in s.events],
+            "info": [e.data for e in s.events if e.event == "info"],
             "limit": s.limit.type if s.limit else None,
         } for s in (log.samples or [])],
     })

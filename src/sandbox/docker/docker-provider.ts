@@ -187,7 +187,11 @@ export class DockerProvider implements SandboxProvider {
         const containers = await this.waitReady(project, env, ctx, state);
         const sandboxes: SampleSandboxes = new Map();
         const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
-        const sandboxOptions = { execChannel: this.options.execChannel, onNotice: this.options.onNotice };
+        const notice = (m: string) => {
+          ctx.onNotice?.(m);
+          this.options.onNotice?.(m);
+        };
+        const sandboxOptions = { execChannel: this.options.execChannel, onNotice: notice };
         for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
         // The agent's tool calls go to `default`: its exec channel starts now, while the policy
         // gets going, instead of with the first call. Other services start theirs on first use.
