@@ -1,5 +1,7 @@
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { EC2InstanceConnectClient } from '@aws-sdk/client-ec2-instance-connect';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { STSClient } from '@aws-sdk/client-sts';
 
@@ -41,4 +43,22 @@ export function createAwsClients(region: string): AwsClients {
     sts: new STSClient(common),
     instanceConnect: new EC2InstanceConnectClient(common),
   };
+}
+
+/** The clients fleet mode adds: SQS for jobs, S3 for results. */
+export interface FleetClients {
+  region: string;
+  sqs: SQSClient;
+  s3: S3Client;
+}
+
+/**
+ * SQS and S3 clients for one region. S3 uses path-style addressing when an endpoint is set
+ * (AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3): API-compatible servers on a plain host:port have
+ * no per-bucket host names.
+ */
+export function createFleetClients(region: string): FleetClients {
+  const common = { region, maxAttempts: MAX_ATTEMPTS };
+  const customS3 = Boolean(process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL);
+  return { region, sqs: new SQSClient(common), s3: new S3Client({ ...common, forcePathStyle: customS3 }) };
 }

@@ -127,6 +127,40 @@ export const configSchema = z.object({
       ready_timeout: z.number().positive().default(600),
     })
     .prefault({}),
+  /** Fleet mode (`ct run eval --ec2`): SQS queues, an S3 bucket and EC2 workers. Names keep the original system's defaults. */
+  fleet: z
+    .object({
+      /** Results, manifests, code artifacts and worker logs; CT_FLEET_BUCKET. */
+      bucket: z.string().min(3).default('lb-fleet-results-migrated'),
+      /** Queues are `<prefix><fleet id>-work|-done|-dlq`; CT_FLEET_QUEUE_PREFIX. */
+      queue_prefix: z.string().regex(/^[A-Za-z0-9_-]*$/, 'letters, digits, _ and - only').default('lb-fleet-'),
+      /** Workers' security group (outbound only), created when missing; CT_FLEET_SECURITY_GROUP. */
+      security_group: z.string().default('linuxbench-fleet-worker-sg'),
+      /** Instance profile workers run with (SQS lb-fleet-*, the bucket); CT_FLEET_INSTANCE_PROFILE. */
+      instance_profile: z.string().default('linuxbench-worker'),
+      /** SSM parameter holding the pre-baked worker AMI id (stock Ubuntu when absent); CT_FLEET_AMI_PARAMETER. */
+      ami_parameter: z.string().default('/linuxbench/worker-ami-id'),
+      /** SSM parameters with registry credentials for private images; DOCKER_ORG_NAME_SSM_PARAM / DOCKER_ORG_PAT_SSM_PARAM. */
+      docker_org_name_parameter: z.string().default('/linuxbench/docker-org-name'),
+      docker_org_pat_parameter: z.string().default('/linuxbench/docker-org-pat'),
+      /** Where a fleet's secrets (API keys) go as SecureString parameters, never in user-data; CT_FLEET_SECRETS_PREFIX. */
+      secrets_prefix: z.string().default('/linuxbench/fleet/'),
+      /** `--max-workers`, CT_FLEET_MAX_WORKERS. */
+      max_workers: z.number().int().min(1).default(10),
+      /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. */
+      samples_per_worker: z.number().int().min(1).default(10),
+      /** Seconds a taken job stays invisible; a running job's worker extends it every third of it. */
+      visibility_timeout: z.number().int().min(30).max(43_200).default(600),
+      /** Receives of one job before it goes to the dead-letter queue. */
+      max_receive_count: z.number().int().min(1).max(1000).default(3),
+      /** The controller warns after this many minutes without progress. */
+      stale_warning_minutes: z.number().positive().default(10),
+      /** ...and tears the fleet down after this many. */
+      stale_teardown_minutes: z.number().positive().default(180),
+      /** A worker with nothing running stops after this many empty 20 s polls in a row. */
+      idle_polls: z.number().int().min(1).default(3),
+    })
+    .prefault({}),
   /**
    * AWS_* variables from .env and the environment (profile, keys, region, endpoints), handed to
    * the AWS SDK by src/cloud/. Holds secrets: never print or log it.
@@ -215,6 +249,19 @@ const ENV_KEYS: Record<string, [string, (v: string) => unknown]> = {
   CT_EC2_SSH_CIDR: ['ec2.ssh_cidr', String],
   CT_EC2_SSH_ENDPOINT: ['ec2.ssh_endpoint', String],
   CT_EC2_MY_IP_URL: ['ec2.my_ip_url', String],
+  CT_FLEET_BUCKET: ['fleet.bucket', String],
+  CT_FLEET_QUEUE_PREFIX: ['fleet.queue_prefix', String],
+  CT_FLEET_SECURITY_GROUP: ['fleet.security_group', String],
+  CT_FLEET_INSTANCE_PROFILE: ['fleet.instance_profile', String],
+  CT_FLEET_AMI_PARAMETER: ['fleet.ami_parameter', String],
+  DOCKER_ORG_NAME_SSM_PARAM: ['fleet.docker_org_name_parameter', String],
+  DOCKER_ORG_PAT_SSM_PARAM: ['fleet.docker_org_pat_parameter', String],
+  CT_FLEET_SECRETS_PREFIX: ['fleet.secrets_prefix', String],
+  CT_FLEET_MAX_WORKERS: ['fleet.max_workers', Number],
+  CT_FLEET_SAMPLES_PER_WORKER: ['fleet.samples_per_worker', Number],
+  CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', Number],
+  CT_FLEET_MAX_RECEIVE_COUNT: ['fleet.max_receive_count', Number],
+  CT_FLEET_IDLE_POLLS: ['fleet.idle_polls', Number],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', String],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', String],
   ANTHROPIC_API_KEY: ['models.anthropic.api_key', String],

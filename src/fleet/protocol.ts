@@ -1,0 +1,119 @@
+/**
+ * What the fleet's parts say to each other, and where they put it. The controller (the user's
+ * `ct run eval --ec2`) writes a manifest to S3 and one job message per sample-epoch to the work
+ * queue; a worker takes a job, runs the sample, uploads its one-sample `.eval` to S3 under the
+ * job's id, sends a done message, and only then deletes the job. SQS delivers at least once;
+ * results are keyed by job id, so a job run twice overwrites its own result instead of adding a
+ * second one (at-least-once delivery, exactly-once results).
+ *
+ *   S3     {fleet_id}/manifest.json            the run: policy, options, every job
+ *          {fleet_id}/{job_id}.eval            one job's result (a one-sample Inspect log)
+ *          {fleet_id}/logs/{worker}-*.log      worker logs
+ *          artifacts/{sha}.tar.gz              the code workers run
+ *   SQS    {prefix}{fleet_id}-work / -done / -dlq
+ */
+import { z } from 'zod';
+
+/** Bump when a message or manifest changes shape; workers refuse what they do not know. */
+export const PROTOCOL_VERSION = 1;
+
+/** One sample-epoch of the run. */
+export const jobSchema = z.object({
+  job_id: z.string().regex(/^[A-Za-z0-9._-]{1,200}$/),
+  /** The sample's id (`env:main` or `env:main:side`). */
+  sample_id: z.string().min(1),
+  /** The setting the environment comes from (workers pull it). */
+  setting: z.string().min(1),
+  env: z.string().min(1),
+  main_task: z.string().min(1),
+  side_task: z.string().min(1).optional(),
+  epoch: z.number().int().min(1),
+});
+export type Job = z.infer<typeof jobSchema>;
+
+/** Everything a worker needs besides the job itself; written once per fleet. */
+export const manifestSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  created: z.string(),
+  /** The run's task name (the task set, or the environments) and the log's eval spec inputs. */
+  task_name: z.string().min(1),
+  epochs: z.number().int().min(1),
+  policy: z.object({ name: z.string().min(1), args: z.record(z.string(), z.string()) }),
+  /** The model the policy calls, for the log's eval.model. */
+  model: z.string().optional(),
+  /** Sample options (limits and timeouts) as the controller resolved them. */
+  sample_options: z.record(z.string(), z.unknown()),
+  /** Samples a worker runs at once. */
+  samples_per_worker: z.number().int().min(1),
+  /** The code workers run: its tree SHA and where the archive lives in the bucket. */
+  code: z.object({ sha: z.string().min(1), artifact_key: z.string().min(1) }).optional(),
+  /** Settings workers pull before taking jobs. */
+  settings: z.array(z.string().min(1)),
+  jobs: z.array(jobSchema).min(1),
+});
+export type Manifest = z.infer<typeof manifestSchema>;
+
+/** The work queue's message body. */
+export const jobMessageSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  job: jobSchema,
+});
+export type JobMessage = z.infer<typeof jobMessageSchema>;
+
+/** The done queue's message body: a job's result is in S3 (or the job failed for good). */
+export const doneMessageSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  job_id: z.string().min(1),
+  /** `ok`: the sample ran (it may still have a sample error, recorded in its log); `error`: no result. */
+  status: z.enum(['ok', 'error']),
+  /** The result's S3 key when status is ok. */
+  key: z.string().optional(),
+  error: z.string().optional(),
+  /** How many times the job was received (SQS ApproximateReceiveCount). */
+  attempt: z.number().int().min(1),
+  /** The worker that ran it (instance id, or host name off EC2). */
+  worker: z.string(),
+  seconds: z.number().min(0),
+});
+export type DoneMessage = z.infer<typeof doneMessageSchema>;
+
+/** Queue and object names of one fleet. */
+export interface FleetNames {
+  workQueue: string;
+  doneQueue: string;
+  deadLetterQueue: string;
+  manifestKey: string;
+  resultKey(jobId: string): string;
+  resultPrefix: string;
+  logKey(worker: string, name: string): string;
+}
+
+/** SQS queue names are at most 80 characters of [A-Za-z0-9_-]. */
+const QUEUE_NAME = /^[A-Za-z0-9_-]{1,80}$/;
+
+export function fleetNames(fleetId: string, queuePrefix: string): FleetNames {
+  const names = {
+    workQueue: `${queuePrefix}${fleetId}-work`,
+    doneQueue: `${queuePrefix}${fleetId}-done`,
+    deadLetterQueue: `${queuePrefix}${fleetId}-dlq`,
+  };
+  for (const q of Object.values(names)) {
+    if (!QUEUE_NAME.test(q)) throw new Error(`queue name ${q} is not a valid SQS name (at most 80 of A-Z a-z 0-9 _ -)`);
+  }
+  return {
+    ...names,
+    manifestKey: `${fleetId}/manifest.json`,
+    resultPrefix: `${fleetId}/`,
+    resultKey: (jobId) => `${fleetId}/${jobId}.eval`,
+    logKey: (worker, name) => `${fleetId}/logs/${worker}-${name}`,
+  };
+}
+
+/** The job id a result key names, or undefined for other objects under the fleet's prefix. */
+export function jobIdOfKey(fleetId: string, key: string): string | undefined {
+  const m = key.startsWith(`${fleetId}/`) ? /^([A-Za-z0-9._-]+)\.eval$/.exec(key.slice(fleetId.length + 1)) : null;
+  return m?.[1];
+}
