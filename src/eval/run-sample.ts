@@ -17,24 +17,14 @@ import type { Policy, PolicyResult } from '../policies/types.js';
 import type { SampleSandboxes, Sandbox, SandboxProvider } from '../sandbox/types.js';
 import { runCheckScript } from '../scoring/check-script.js';
 import type { Sample } from '../tasks/types.js';
+import type { SampleOptions } from './sample-options.js';
 import { Transcript } from './transcript.js';
 
 /** The score every sample gets (control-tower convention). */
 export const SCORER_NAME = 'linux_scorer';
 
-export interface RunSampleOptions {
-  /** Seconds for the agent's work (policy); the sample stops cleanly when it passes. */
-  sampleTimeLimit?: number;
-  /** Seconds each scorer may run (default 120). */
-  scorerTimeout: number;
-  /** Seconds a setup script may run (default 600). */
-  setupTimeout: number;
-  /** Attempts to start the sandbox when infrastructure fails (default 3). */
-  sandboxAttempts: number;
-  messageLimit?: number;
-  tokenLimit?: number;
-  tools: AgentToolsOptions;
-}
+/** The options every sample of a run shares; the schema lives in sample-options.ts (the fleet's manifest reuses it). */
+export type RunSampleOptions = SampleOptions;
 
 export const DEFAULT_SAMPLE_OPTIONS: RunSampleOptions = {
   scorerTimeout: 120,
