@@ -1,16 +1,15 @@
 import { basename } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { loadConfig, type Config } from '../config/config.js';
+import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress } from '../eval/progress.js';
-import { DEFAULT_SAMPLE_OPTIONS } from '../eval/run-sample.js';
+import { RunSession } from '../eval/run-session.js';
 import { runEval, type RunEvalResult } from '../eval/runner.js';
+import { buildSampleOptions } from '../eval/sample-options.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
-import { createProvider } from '../sandbox/registry.js';
-import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
@@ -130,81 +129,32 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd() });
   checkPolicyFitsSamples(policy, samples);
 
-  const runId = newRunId();
-  const registry = new RunRegistry(config.state_dir);
   const progress = createProgress(process.stderr, flags.quiet);
-  const ac = new AbortController();
-  // Sandbox notices also go into each sample's log; the console shows each distinct one once.
-  const noted = new Set<string>();
-  const onNotice = (m: string) => {
-    if (noted.has(m)) return;
-    noted.add(m);
-    progress.note(m);
-  };
-  const provider = await createProvider(flags.sandbox, { config, runId, registry, onNotice });
-  await provider.preflight?.();
-  registry.register(runId);
-  let interrupts = 0;
-  const onSignal = () => {
-    interrupts++;
-    if (interrupts === 1) {
-      progress.note('Stopping: no new samples; tearing down running sandboxes (press Ctrl-C again to force)...');
-      ac.abort();
-    } else {
-      progress.note('Forced stop: removing sandboxes and exiting.');
-      const force = Promise.race([provider.taskCleanup(), new Promise((r) => setTimeout(r, 15_000))]);
-      void force.finally(() => {
-        registry.unregister(runId);
-        process.exit(130);
-      });
-    }
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const session = await RunSession.open({ config, sandbox: flags.sandbox, note: (m) => progress.note(m) });
   let result: RunEvalResult;
   try {
-    const swept = await provider.sweep().catch(() => ({ removed: [] as string[] }));
-    if (swept.removed.length) progress.note(`removed ${swept.removed.length} leftover sandbox(es) of runs that were killed`);
     result = await runEval({
       taskName: taskName(flags),
       samples,
       epochs: flags.epochs,
       maxSamples: flags.maxSamples ?? defaultMaxSamples(),
       failOnError: flags.failOnError,
-      provider,
+      session,
       policy,
       policyArgs,
       ...(policy.model ? { model: policy.model } : {}),
-      sampleOptions: sampleOptions(config, flags),
+      sampleOptions: buildSampleOptions(config, flags),
       logDir: config.log_dir,
-      runId,
       version: ctVersion(),
       progress,
-      signal: ac.signal,
     });
   } finally {
-    await provider.close?.().catch(() => {});
-    registry.unregister(runId);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    await session.close();
   }
   if (flags.json) process.stdout.write(`${JSON.stringify({ log: result.logPath, status: result.status, samples: result.samples })}\n`);
   else printSummary(result);
-  if (result.status === 'cancelled') return 130;
+  if (result.status === 'cancelled') return session.stoppedExitCode;
   return result.samples.some((s) => s.error) && flags.failOnError ? 1 : 0;
-}
-
-function sampleOptions(config: Config, flags: RunEvalFlags) {
-  return {
-    ...DEFAULT_SAMPLE_OPTIONS,
-    sampleTimeLimit: flags.sampleTimeLimit,
-    scorerTimeout: flags.scorerTimeout ?? config.eval.scorer_timeout,
-    setupTimeout: config.eval.setup_timeout,
-    sandboxAttempts: config.sandbox.start_attempts,
-    messageLimit: flags.messageLimit,
-    tokenLimit: flags.tokenLimit,
-    tools: { bashTimeout: config.eval.bash_timeout, modelOutputLimit: config.eval.tool_output_limit },
-  };
 }
 
 /** `--model-role untrusted=sonnet` sets the config key models.aliases.untrusted. */

@@ -42,6 +42,11 @@ export interface RunSampleArgs {
   /** Aborted on Ctrl-C: the sample stops, its sandbox is torn down, it is recorded as cancelled. */
   signal: AbortSignal;
   onPhase?: (phase: SamplePhase) => void;
+  /**
+   * Readies the sample's environment before its sandbox starts (image builds, once per
+   * environment: `RunSession.prepareEnvironment`); a failure here is the sample's error.
+   */
+  prepare?: () => Promise<void>;
 }
 
 /** Where a sample is; reported to progress displays. */
@@ -69,6 +74,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
   const retries: EvalError[] = [];
   try {
     args.onPhase?.('starting');
+    await args.prepare?.();
     sandboxes = await startSandbox(args, t, retries);
     const def = sandboxes.get('default')!;
     args.onPhase?.('setup');
