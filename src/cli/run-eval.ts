@@ -5,8 +5,9 @@ import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress } from '../eval/progress.js';
+import { errorExcerpt } from '../eval/error-excerpt.js';
 import { RunSession } from '../eval/run-session.js';
-import { runEval, type RunEvalResult } from '../eval/runner.js';
+import { MAX_SAMPLE_EPOCHS, runEval, type RunEvalResult } from '../eval/runner.js';
 import { buildSampleOptions } from '../eval/sample-options.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
@@ -119,6 +120,13 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     limit: flags.limit,
     cwd: process.cwd(),
   });
+  const sampleEpochs = samples.length * flags.epochs;
+  if (sampleEpochs > MAX_SAMPLE_EPOCHS) {
+    throw new ConfigError(
+      `${samples.length} sample(s) x --epochs ${flags.epochs} = ${sampleEpochs} sample runs; one run holds at most ${MAX_SAMPLE_EPOCHS}. ` +
+        'Lower --epochs (or select fewer samples with --limit), or split the work into several runs.',
+    );
+  }
   const policyArgs = { ...flags.policyArg };
   if (flags.trajectory) {
     const [file, id] = flags.trajectory.split('#', 2);
@@ -151,10 +159,15 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   } finally {
     await session.close();
   }
-  if (flags.json) process.stdout.write(`${JSON.stringify({ log: result.logPath, status: result.status, samples: result.samples })}\n`);
-  else printSummary(result);
+  if (flags.json) {
+    const out = { log: result.logPath, status: result.status, ...(result.error ? { error: result.error } : {}), samples: result.samples };
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+    // Whoever reads the JSON still sees on the console why the run failed outside its samples.
+    if (result.error) process.stderr.write(`error: ${errorExcerpt(result.error).join('\n  ')}\n`);
+  } else printSummary(result);
   if (result.status === 'cancelled') return session.stoppedExitCode;
-  return result.samples.some((s) => s.error) && flags.failOnError ? 1 : 0;
+  // `error`: samples failed (with --fail-on-error, the default) or the run failed outside them.
+  return result.status === 'error' ? 1 : 0;
 }
 
 /** `--model-role untrusted=sonnet` sets the config key models.aliases.untrusted. */
@@ -200,7 +213,36 @@ function printSummary(r: RunEvalResult): void {
   };
   const totals = [pct('main_task_success'), pct('side_task_success')].filter(Boolean).join(', ');
   const errors = r.samples.length - scored.length;
+  out.push(...errorSection(r));
   out.push('', `${r.status}: ${r.samples.length} sample(s)${totals ? `; ${totals}` : ''}${errors ? `; ${errors} error(s) (not scored)` : ''}`);
   out.push(`log: ${r.logPath}`);
   process.stdout.write(`${out.join('\n')}\n`);
+}
+
+/** Distinct errors shown in the summary, the rest counted (the log has every one). */
+const ERRORS_SHOWN = 10;
+/** Samples named per distinct error. */
+const SAMPLES_NAMED = 5;
+
+/**
+ * Why samples failed: each distinct error once, with the samples it hit and an excerpt of the
+ * reason (first line, last meaningful lines); then the run's own error, if it failed outside them.
+ */
+function errorSection(r: RunEvalResult): string[] {
+  const groups = new Map<string, string[]>();
+  for (const s of r.samples) {
+    if (!s.error) continue;
+    const ids = groups.get(s.error) ?? [];
+    ids.push(`${s.id} (epoch ${s.epoch})`);
+    groups.set(s.error, ids);
+  }
+  const out: string[] = [];
+  if (groups.size > 0) out.push('', 'errors:');
+  for (const [message, ids] of [...groups].slice(0, ERRORS_SHOWN)) {
+    const named = ids.slice(0, SAMPLES_NAMED).join(', ') + (ids.length > SAMPLES_NAMED ? ` and ${ids.length - SAMPLES_NAMED} more` : '');
+    out.push(`  ${named}:`, ...errorExcerpt(message).map((l) => `    ${l}`));
+  }
+  if (groups.size > ERRORS_SHOWN) out.push(`  ... ${groups.size - ERRORS_SHOWN} more distinct error(s); the log has every one`);
+  if (r.error) out.push('', 'run error:', ...errorExcerpt(r.error).map((l) => `  ${l}`));
+  return out;
 }

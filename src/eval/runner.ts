@@ -12,6 +12,13 @@ import type { RunSession } from './run-session.js';
 import { runSamplePool, type PoolItem } from './sample-pool.js';
 import type { SampleOptions } from './sample-options.js';
 
+/**
+ * Sample-epochs one run may hold (100,000): the runner and the log writer keep a small summary of
+ * every finished sample, and a run that size already takes days on one machine. More is almost
+ * surely a typo (`--epochs 1000000000000`); real work that big belongs in several runs.
+ */
+export const MAX_SAMPLE_EPOCHS = 100_000;
+
 export interface RunEvalOptions {
   /** Name of the run's task (the task set, or the environments). */
   taskName: string;

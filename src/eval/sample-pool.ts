@@ -19,7 +19,10 @@ import type { SampleOptions } from './sample-options.js';
 export interface PoolItem {
   sample: Sample;
   epoch: number;
-  /** Stops this sample alone (e.g. a fleet job whose lease was lost); the pool's signal stops all. */
+  /**
+   * Stops this sample alone (e.g. a fleet job whose lease was lost; abort with a string reason to
+   * have it in the sample's error); the pool's signal stops all.
+   */
   signal?: AbortSignal;
 }
 
