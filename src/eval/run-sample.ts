@@ -12,7 +12,7 @@ import {
 } from '../errors.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
 import type { EvalError, EvalSample, Score } from '../log/types.js';
-import { AgentTools, type AgentToolsOptions, DEFAULT_TOOL_OPTIONS } from '../policies/tools/agent-tools.js';
+import { AgentTools } from '../policies/tools/agent-tools.js';
 import type { Policy, PolicyResult } from '../policies/types.js';
 import type { SampleSandboxes, Sandbox, SandboxProvider } from '../sandbox/types.js';
 import { runCheckScript } from '../scoring/check-script.js';
@@ -25,13 +25,6 @@ export const SCORER_NAME = 'linux_scorer';
 
 /** The options every sample of a run shares; the schema lives in sample-options.ts (the fleet's manifest reuses it). */
 export type RunSampleOptions = SampleOptions;
-
-export const DEFAULT_SAMPLE_OPTIONS: RunSampleOptions = {
-  scorerTimeout: 120,
-  setupTimeout: 600,
-  sandboxAttempts: 3,
-  tools: DEFAULT_TOOL_OPTIONS,
-};
 
 export interface RunSampleArgs {
   sample: Sample;
