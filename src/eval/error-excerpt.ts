@@ -32,6 +32,7 @@ export function errorExcerpt(message: string, options: ErrorExcerptOptions = {})
   const meaningful = rest.filter((l) => !NOISE.some((re) => re.test(l)));
   const room = maxLines - 1;
   const tail = (n: number) => (n > 0 ? meaningful.slice(-n) : []);
-  const kept = meaningful.length > room ? ['…', ...tail(room - 1)] : meaningful;
+  // With room for two lines or more, an ellipsis marks the lines left out; with one, the last line wins.
+  const kept = meaningful.length <= room ? meaningful : room >= 2 ? ['…', ...tail(room - 1)] : tail(room);
   return [first, ...(room > 0 ? kept : [])].map(cut);
 }
