@@ -2,6 +2,7 @@ import { basename } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig, type Config } from '../config/config.js';
+import { checkRunDirs } from '../config/run-dirs.js';
 import { ConfigError } from '../errors.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress } from '../eval/progress.js';
@@ -81,11 +82,11 @@ export function registerRunCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nExamples:\n' +
-        '  ct run eval -e web_server -t add_endpoint --policy test\n' +
+        '  ct run eval -e notes_app -t fix_config --policy test\n' +
         '  ct run eval --task-file demo --epochs 3 --max-samples 4\n' +
-        '  ct run eval -e web_server -t add_endpoint --policy replay --trajectory calls.jsonl\n' +
+        '  ct run eval -e notes_app -t fix_config --policy replay --trajectory examples/trajectories/fix-config.jsonl\n' +
         '  ct run eval --task-file demo --policy honest -p model=sonnet -p max_steps=40\n' +
-        '  ct run eval -e web_server -t add_endpoint -s exfiltrate --policy attack --model-role untrusted=opus\n' +
+        '  ct run eval -e notes_app -t fix_config -s copy_secret --policy attack --model-role untrusted=opus\n' +
         '  ct run eval --task-file demo --policy ./my_policies/careful.ts:carefulPolicy -p level=2\n' +
         '\nModels: anthropic/<model> (ANTHROPIC_API_KEY), openai/<model> (OPENAI_API_KEY); an OpenAI-compatible\n' +
         'server (vLLM, Ollama, OpenRouter) is openai/<model> with -p base_url=URL or OPENAI_BASE_URL.\n',
@@ -110,6 +111,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
       ...modelRoleOverrides(flags.modelRole),
     },
   });
+  checkRunDirs(config);
   const catalog = new SettingsCatalog(config.settings_dir);
   const samples = selectSamples(catalog, {
     envs: flags.env,
