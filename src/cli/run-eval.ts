@@ -74,7 +74,7 @@ export function registerRunCommands(program: Command): void {
     )
     .option('-p, --policy-arg <key=value>', 'policy argument, e.g. -p model=sonnet -p max_steps=80 (repeatable)', keyValue, {})
     .option('--model-role <role=model>', `set a model role (${MODEL_ROLES.join(', ')}) to a model or alias (repeatable)`, keyValue, {})
-    .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, or an .eval log with #sample_id')
+    .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, a directory of <sample id>.jsonl, or an .eval log with #sample_id')
     .option('--sandbox <kind>', SANDBOX_KINDS_HELP, 'docker')
     .option('--no-exec-channel', 'run every command with a fresh `docker exec` instead of a persistent shell')
     .option('--json', 'print the outcome as JSON on stdout')
