@@ -55,7 +55,9 @@ export function registerEnvsCommands(program: Command): void {
       process.stdout.write(flags.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
       if (report.problemCount > 0) {
         const where = report.environments.filter((e) => e.problems.length).length + report.taskSets.filter((t) => t.problems.length).length;
-        throw new ConfigError(`${report.problemCount} problem${report.problemCount === 1 ? '' : 's'} in ${where} environment(s) or task set(s)`);
+        // The report (JSON or text) already says what is wrong; no second JSON object on stdout.
+        process.stderr.write(`error: ${report.problemCount} problem${report.problemCount === 1 ? '' : 's'} in ${where} environment(s) or task set(s)\n`);
+        process.exitCode = 2;
       }
     });
 }
