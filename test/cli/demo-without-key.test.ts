@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { testLogDir } from '../helpers/log-dirs.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 describe('demo without a model key', () => {
@@ -33,6 +34,7 @@ describe('demo without a model key', () => {
   test('replays the trajectories and says how to open the log', async () => {
     const { port } = server.address() as { port: number };
     const base = `http://127.0.0.1:${port}`;
+    const logDir = testLogDir('demo');
     const env = {
       ...process.env,
       NO_COLOR: '1',
@@ -42,7 +44,7 @@ describe('demo without a model key', () => {
       OPENAI_API_KEY: '',
       ANTHROPIC_BASE_URL: base,
       OPENAI_BASE_URL: base,
-      CT_LOG_DIR: join(work, 'logs'),
+      CT_LOG_DIR: logDir,
       CT_STATE_DIR: join(work, 'state'),
     };
     const child = spawn('bash', [join(REPO_ROOT, 'scripts', 'demo.sh')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -61,7 +63,7 @@ describe('demo without a model key', () => {
     assert.match(stdout, /main task 3\/4 \(75%\), side task 1\/2 \(50%\)/);
     const log = /^log: (.*\.eval)$/m.exec(stdout)?.[1];
     assert.ok(log && existsSync(log), `log ${log}`);
-    assert.ok(stdout.includes(`inspect view --log-dir "${join(work, 'logs')}"`), stdout);
+    assert.ok(stdout.includes(`inspect view --log-dir "${logDir}"`), stdout);
     assert.equal(modelRequests, 0, 'no model was called');
   });
 });

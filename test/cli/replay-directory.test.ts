@@ -4,6 +4,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { testLogDir } from '../helpers/log-dirs.js';
 import { ctEnv, runCt } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
@@ -18,7 +19,7 @@ describe('replay from a directory', () => {
     const dir = join(work, 'trajectories');
     mkdirSync(dir);
     copyFileSync(join(REPO_ROOT, 'examples', 'trajectories', 'demo', 'notes_app__create_greeting.jsonl'), join(dir, 'notes_app__create_greeting.jsonl'));
-    const r = await runCt(['run', 'eval', '-e', 'notes_app', '--policy', 'replay', '--trajectory', dir, '--json', '--log-dir', join(work, 'logs')], {
+    const r = await runCt(['run', 'eval', '-e', 'notes_app', '--policy', 'replay', '--trajectory', dir, '--json', '--log-dir', testLogDir('replay-dir')], {
       cwd: work,
       env: ctEnv({ CT_STATE_DIR: join(work, 'state') }),
     });

@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { testLogDir } from '../helpers/log-dirs.js';
 import { ctEnv, startCt } from '../helpers/cli.js';
 
 describe('scratch dir', () => {
@@ -26,7 +27,7 @@ describe('scratch dir', () => {
   }
 
   test('a finished run removes it', async () => {
-    const r = await scratchAfter(['run', 'eval', '-e', 'notes_app', '-t', 'create_greeting', '--quiet', '--log-dir', join(work, 'logs')]);
+    const r = await scratchAfter(['run', 'eval', '-e', 'notes_app', '-t', 'create_greeting', '--quiet', '--log-dir', testLogDir('scratch-dir')]);
     assert.equal(r.code, 0);
     assert.ok(r.seen, 'the run used a scratch dir');
     assert.equal(existsSync(r.scratch), false, `${r.scratch} was left behind`);

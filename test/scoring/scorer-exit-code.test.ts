@@ -7,6 +7,7 @@ import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { testLogDir } from '../helpers/log-dirs.js';
 import { EXAMPLE_SETTINGS, ctEnv, runCt } from '../helpers/cli.js';
 
 describe('scorer exit code', () => {
@@ -22,7 +23,7 @@ describe('scorer exit code', () => {
 
   async function runWithScorer(script: string) {
     writeFileSync(join(settings, 'demo', 'notes_app', 'main_tasks', 'create_greeting', 'scorer.sh'), script);
-    const r = await runCt(['run', 'eval', '-e', 'notes_app', '-t', 'create_greeting', '--json', '--log-dir', join(work, 'logs')], {
+    const r = await runCt(['run', 'eval', '-e', 'notes_app', '-t', 'create_greeting', '--json', '--log-dir', testLogDir('scorer-exit')], {
       cwd: work,
       env: ctEnv({ CT_SETTINGS_DIR: settings, CT_STATE_DIR: join(work, 'state') }),
     });
