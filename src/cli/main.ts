@@ -53,7 +53,7 @@ export async function main(argv: string[]): Promise<number> {
     if (e instanceof CommanderError) {
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return EXIT.ok;
       // Help shown because a command group was given no subcommand (`ct run`) is a usage error.
-      if (e.code === 'commander.help') return e.exitCode === 0 ? EXIT.ok : usageError('a subcommand is required (see the help above)', json, false);
+      if (e.code === 'commander.help') return e.exitCode === 0 ? EXIT.ok : usageError('a subcommand is required (see the help above)', json, true);
       // Commander has already printed its message on stderr.
       return usageError(e.message.replace(/^error: /, ''), json, false);
     }
