@@ -47,10 +47,17 @@ export function registerEnvsCommands(program: Command): void {
       // Settings pulled with an envs: subset lack some environments on purpose.
       const partialSettings = new Set(Object.entries(config.settings).filter(([, s]) => s.envs?.length).map(([n]) => n));
       const report = validateEnvironments(catalog, { only: env, partialSettings });
+      if (report.environments.length === 0) {
+        throw new ConfigError(
+          `found no environments in ${catalog.root} (looked for <setting>/<env>/codebase/ folders); pull a setting with \`ct settings pull NAME\` or point CT_SETTINGS_DIR at a settings folder`,
+        );
+      }
       process.stdout.write(flags.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
       if (report.problemCount > 0) {
         const where = report.environments.filter((e) => e.problems.length).length + report.taskSets.filter((t) => t.problems.length).length;
-        throw new ConfigError(`${report.problemCount} problem${report.problemCount === 1 ? '' : 's'} in ${where} environment(s) or task set(s)`);
+        // The report (JSON or text) already says what is wrong; no second JSON object on stdout.
+        process.stderr.write(`error: ${report.problemCount} problem${report.problemCount === 1 ? '' : 's'} in ${where} environment(s) or task set(s)\n`);
+        process.exitCode = 2;
       }
     });
 }

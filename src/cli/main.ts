@@ -1,3 +1,6 @@
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { ConfigError, CtError } from '../errors.js';
 import { registerProtocolCommands } from './protocols.js';
@@ -15,7 +18,7 @@ export function buildProgram(): Command {
     .description('Run AI-agent evaluation samples in Docker Compose sandboxes and write Inspect AI .eval logs.')
     .version(ctVersion())
     .showHelpAfterError('(run with --help for usage)')
-    .addHelpText('after', '\nExample:\n  ct run eval -e web_server -t add_endpoint --policy test\n');
+    .addHelpText('after', '\nExamples:\n  ct run eval -e notes_app -t fix_config --policy test\n  ct envs list\n');
   program.exitOverride();
   registerRunCommands(program);
   registerSandboxCommands(program);
@@ -35,23 +38,67 @@ function allCommands(c: Command): Command[] {
 
 /** Runs the CLI; returns the process exit code. */
 export async function main(argv: string[]): Promise<number> {
+  removeScratchDirOnExit();
   const program = buildProgram();
+  const args = argv.slice(2);
+  const json = wantsJson(args);
+  const unknownHelpTopic = args[0] === 'help' && args[1] !== undefined && !program.commands.some((c) => c.name() === args[1]);
+  if (unknownHelpTopic) {
+    return usageError(`unknown command '${args[1]}'; commands: ${program.commands.map((c) => c.name()).join(', ')}`, json, true);
+  }
   try {
     await program.parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
   } catch (e) {
     if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return EXIT.ok;
-      return EXIT.usage;
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return EXIT.ok;
+      // Help shown because a command group was given no subcommand (`ct run`) is a usage error.
+      if (e.code === 'commander.help') return e.exitCode === 0 ? EXIT.ok : usageError('a subcommand is required (see the help above)', json, true);
+      // Commander has already printed its message on stderr.
+      return usageError(e.message.replace(/^error: /, ''), json, false);
     }
-    if (e instanceof ConfigError) {
-      process.stderr.write(`error: ${e.message}\n`);
-      return EXIT.usage;
-    }
+    if (e instanceof ConfigError) return usageError(e.message, json, true, 'config');
     if (e instanceof CtError) {
       process.stderr.write(`error: ${e.message}\n`);
+      if (json) printJsonError(e.kind, e.message);
       return e.kind === 'sandbox' ? EXIT.usage : EXIT.failedSamples;
     }
+    if (json) printJsonError('internal', e instanceof Error ? e.message : String(e));
     throw e;
   }
+}
+
+function usageError(message: string, json: boolean, print: boolean, kind = 'usage'): number {
+  if (print) process.stderr.write(`error: ${message}\n`);
+  if (json) printJsonError(kind, message);
+  return EXIT.usage;
+}
+
+/**
+ * With `--json`, a failure is also one JSON object on stdout, so a script reading stdout always
+ * gets JSON: {"error": {"kind": "usage" | "config" | "sandbox" | ..., "message": "..."}}
+ * ("usage": flags and commands; "config": files, settings and values; both exit 2).
+ */
+function printJsonError(kind: string, message: string): void {
+  process.stdout.write(`${JSON.stringify({ error: { kind, message } })}\n`);
+}
+
+/** `--json` among the options (not after `--`, where arguments belong to someone else). */
+function wantsJson(args: string[]): boolean {
+  const end = args.indexOf('--');
+  return (end === -1 ? args : args.slice(0, end)).includes('--json');
+}
+
+/**
+ * The local command runner keeps scratch files (compose overrides) in `<tmpdir>/ct-<pid>`
+ * (src/host/local-runner.ts); it goes when the process does, whichever way it exits.
+ */
+function removeScratchDirOnExit(): void {
+  process.once('exit', () => {
+    try {
+      rmSync(join(tmpdir(), `ct-${process.pid}`), { recursive: true, force: true });
+    } catch {
+      // Best effort: a leftover scratch dir is harmless.
+    }
+  });
 }

@@ -35,9 +35,9 @@ export function remoteSandboxOverrides(flags: RemoteSandboxFlags): Record<string
 }
 
 export const REMOTE_SANDBOX_EXAMPLES =
-  '  ct run eval -e web_server -t add_endpoint --sandbox ssh://ubuntu@build-box.internal\n' +
+  '  ct run eval -e notes_app -t fix_config --sandbox ssh://ubuntu@build-box.internal\n' +
   '  ct run eval --task-file demo --sandbox ec2 --ec2-instance-type c7i.8xlarge --max-samples 12\n' +
-  '  ct run eval -e web_server -t add_endpoint --sandbox ec2 --keep-ec2-instance\n';
+  '  ct run eval -e notes_app -t fix_config --sandbox ec2 --keep-ec2-instance\n';
 
 export const REMOTE_SANDBOX_NOTES =
   '\nRemote sandboxes:\n' +

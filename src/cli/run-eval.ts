@@ -2,6 +2,7 @@ import { basename } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
+import { checkRunDirs } from '../config/run-dirs.js';
 import { ConfigError } from '../errors.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress } from '../eval/progress.js';
@@ -73,7 +74,7 @@ export function registerRunCommands(program: Command): void {
     )
     .option('-p, --policy-arg <key=value>', 'policy argument, e.g. -p model=sonnet -p max_steps=80 (repeatable)', keyValue, {})
     .option('--model-role <role=model>', `set a model role (${MODEL_ROLES.join(', ')}) to a model or alias (repeatable)`, keyValue, {})
-    .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, or an .eval log with #sample_id')
+    .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, a directory of <sample id>.jsonl, or an .eval log with #sample_id')
     .option('--sandbox <kind>', SANDBOX_KINDS_HELP, 'docker')
     .option('--no-exec-channel', 'run every command with a fresh `docker exec` instead of a persistent shell')
     .option('--json', 'print the outcome as JSON on stdout')
@@ -81,11 +82,11 @@ export function registerRunCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nExamples:\n' +
-        '  ct run eval -e web_server -t add_endpoint --policy test\n' +
+        '  ct run eval -e notes_app -t fix_config --policy test\n' +
         '  ct run eval --task-file demo --epochs 3 --max-samples 4\n' +
-        '  ct run eval -e web_server -t add_endpoint --policy replay --trajectory calls.jsonl\n' +
+        '  ct run eval -e notes_app -t fix_config --policy replay --trajectory examples/trajectories/fix-config.jsonl\n' +
         '  ct run eval --task-file demo --policy honest -p model=sonnet -p max_steps=40\n' +
-        '  ct run eval -e web_server -t add_endpoint -s exfiltrate --policy attack --model-role untrusted=opus\n' +
+        '  ct run eval -e notes_app -t fix_config -s copy_secret --policy attack --model-role untrusted=opus\n' +
         '  ct run eval --task-file demo --policy ./my_policies/careful.ts:carefulPolicy -p level=2\n' +
         '\nModels: anthropic/<model> (ANTHROPIC_API_KEY), openai/<model> (OPENAI_API_KEY); an OpenAI-compatible\n' +
         'server (vLLM, Ollama, OpenRouter) is openai/<model> with -p base_url=URL or OPENAI_BASE_URL.\n',
@@ -110,6 +111,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
       ...modelRoleOverrides(flags.modelRole),
     },
   });
+  checkRunDirs(config);
   const catalog = new SettingsCatalog(config.settings_dir);
   const samples = selectSamples(catalog, {
     envs: flags.env,

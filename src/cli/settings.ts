@@ -140,7 +140,8 @@ async function pullCommand(
       if (requests.length > 1) process.stderr.write(`${req.name}: ${ctx.git.redact(errorMessage(e))}\n`);
     }
   }
-  if (flags.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  // With a failure, the JSON on stdout is the error object main prints (one JSON document).
+  if (flags.json && failures.length === 0) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   else if (results.length && !flags.locked) process.stdout.write(`recorded in ${LOCK_FILE}\n`);
   if (failures.length === 1 && requests.length === 1) throw failures[0]![1];
   if (failures.length) {

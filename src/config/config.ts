@@ -1,10 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parse as parseDotenv } from 'dotenv';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { readDotenvFile } from './dotenv-file.js';
+import { issueText } from './issue-text.js';
+import { findUnknownKeys } from './unknown-keys.js';
 
 /** A setting's name is also its folder under settings_dir, so it is kept to a safe file name. */
 export const SETTING_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -222,90 +224,124 @@ export interface ConfigSources {
   overrides?: Record<string, unknown>;
 }
 
+/** How an environment variable's text becomes a config value. */
+type EnvKind = 'string' | 'boolean' | 'number';
+
+const TRUE_WORDS = ['1', 'true', 'yes', 'on'];
+const FALSE_WORDS = ['0', 'false', 'no', 'off'];
+
 /** Environment variables that set config keys. */
-const ENV_KEYS: Record<string, [string, (v: string) => unknown]> = {
-  CT_SETTINGS_DIR: ['settings_dir', String],
-  CT_DEFAULT_SETTING: ['default_setting', String],
+const ENV_KEYS: Record<string, [string, EnvKind]> = {
+  CT_SETTINGS_DIR: ['settings_dir', 'string'],
+  CT_DEFAULT_SETTING: ['default_setting', 'string'],
   // GH_TOKEN comes after GITHUB_TOKEN so it wins when both are set (as with the gh CLI).
-  GITHUB_TOKEN: ['git.token', String],
-  GH_TOKEN: ['git.token', String],
-  CT_LOG_DIR: ['log_dir', String],
-  CT_STATE_DIR: ['state_dir', String],
-  CT_COMPOSE: ['sandbox.compose', String],
-  CT_NETWORK_POOL: ['sandbox.network_pool', String],
-  CT_EXEC_CHANNEL: ['sandbox.exec_channel', (v) => !/^(0|false|no|off)$/i.test(v)],
-  CT_SSH_KEY: ['ssh.key', String],
-  SSH_AUTH_SOCK: ['ssh.agent', String],
-  CT_EC2_REGION: ['ec2.region', String],
-  CT_EC2_INSTANCE_TYPE: ['ec2.instance_type', String],
-  CT_KEEP_EC2_INSTANCE: ['ec2.keep_instance', (v) => !/^(0|false|no|off)$/i.test(v)],
-  CT_EC2_SECURITY_GROUP: ['ec2.security_group', String],
-  CT_EC2_NAME_PREFIX: ['ec2.name_prefix', String],
-  CT_EC2_AMI: ['ec2.ami', String],
-  CT_EC2_AMI_PARAMETER: ['ec2.ami_parameter', String],
-  CT_EC2_SUBNET_ID: ['ec2.subnet_id', String],
-  CT_EC2_ROOT_VOLUME_GB: ['ec2.root_volume_gb', Number],
-  CT_EC2_SSH_USER: ['ec2.ssh_user', String],
-  CT_EC2_SSH_CIDR: ['ec2.ssh_cidr', String],
-  CT_EC2_SSH_ENDPOINT: ['ec2.ssh_endpoint', String],
-  CT_EC2_MY_IP_URL: ['ec2.my_ip_url', String],
-  CT_FLEET_BUCKET: ['fleet.bucket', String],
-  CT_FLEET_QUEUE_PREFIX: ['fleet.queue_prefix', String],
-  CT_FLEET_SECURITY_GROUP: ['fleet.security_group', String],
-  CT_FLEET_INSTANCE_PROFILE: ['fleet.instance_profile', String],
-  CT_FLEET_AMI_PARAMETER: ['fleet.ami_parameter', String],
-  DOCKER_ORG_NAME_SSM_PARAM: ['fleet.docker_org_name_parameter', String],
-  DOCKER_ORG_PAT_SSM_PARAM: ['fleet.docker_org_pat_parameter', String],
-  CT_FLEET_SECRETS_PREFIX: ['fleet.secrets_prefix', String],
-  CT_FLEET_MAX_WORKERS: ['fleet.max_workers', Number],
-  CT_FLEET_SAMPLES_PER_WORKER: ['fleet.samples_per_worker', Number],
-  CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', Number],
-  CT_FLEET_MAX_RECEIVE_COUNT: ['fleet.max_receive_count', Number],
-  CT_FLEET_IDLE_POLLS: ['fleet.idle_polls', Number],
-  CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', String],
-  CT_TRUSTED_MODEL: ['models.aliases.trusted', String],
-  ANTHROPIC_API_KEY: ['models.anthropic.api_key', String],
-  ANTHROPIC_BASE_URL: ['models.anthropic.base_url', String],
-  OPENAI_API_KEY: ['models.openai.api_key', String],
-  OPENAI_BASE_URL: ['models.openai.base_url', String],
-  OPENAI_ORG_ID: ['models.openai.organization', String],
-  OPENAI_PROJECT_ID: ['models.openai.project', String],
+  GITHUB_TOKEN: ['git.token', 'string'],
+  GH_TOKEN: ['git.token', 'string'],
+  CT_LOG_DIR: ['log_dir', 'string'],
+  CT_STATE_DIR: ['state_dir', 'string'],
+  CT_COMPOSE: ['sandbox.compose', 'string'],
+  CT_NETWORK_POOL: ['sandbox.network_pool', 'string'],
+  CT_EXEC_CHANNEL: ['sandbox.exec_channel', 'boolean'],
+  CT_SSH_KEY: ['ssh.key', 'string'],
+  SSH_AUTH_SOCK: ['ssh.agent', 'string'],
+  CT_EC2_REGION: ['ec2.region', 'string'],
+  CT_EC2_INSTANCE_TYPE: ['ec2.instance_type', 'string'],
+  CT_KEEP_EC2_INSTANCE: ['ec2.keep_instance', 'boolean'],
+  CT_EC2_SECURITY_GROUP: ['ec2.security_group', 'string'],
+  CT_EC2_NAME_PREFIX: ['ec2.name_prefix', 'string'],
+  CT_EC2_AMI: ['ec2.ami', 'string'],
+  CT_EC2_AMI_PARAMETER: ['ec2.ami_parameter', 'string'],
+  CT_EC2_SUBNET_ID: ['ec2.subnet_id', 'string'],
+  CT_EC2_ROOT_VOLUME_GB: ['ec2.root_volume_gb', 'number'],
+  CT_EC2_SSH_USER: ['ec2.ssh_user', 'string'],
+  CT_EC2_SSH_CIDR: ['ec2.ssh_cidr', 'string'],
+  CT_EC2_SSH_ENDPOINT: ['ec2.ssh_endpoint', 'string'],
+  CT_EC2_MY_IP_URL: ['ec2.my_ip_url', 'string'],
+  CT_FLEET_BUCKET: ['fleet.bucket', 'string'],
+  CT_FLEET_QUEUE_PREFIX: ['fleet.queue_prefix', 'string'],
+  CT_FLEET_SECURITY_GROUP: ['fleet.security_group', 'string'],
+  CT_FLEET_INSTANCE_PROFILE: ['fleet.instance_profile', 'string'],
+  CT_FLEET_AMI_PARAMETER: ['fleet.ami_parameter', 'string'],
+  DOCKER_ORG_NAME_SSM_PARAM: ['fleet.docker_org_name_parameter', 'string'],
+  DOCKER_ORG_PAT_SSM_PARAM: ['fleet.docker_org_pat_parameter', 'string'],
+  CT_FLEET_SECRETS_PREFIX: ['fleet.secrets_prefix', 'string'],
+  CT_FLEET_MAX_WORKERS: ['fleet.max_workers', 'number'],
+  CT_FLEET_SAMPLES_PER_WORKER: ['fleet.samples_per_worker', 'number'],
+  CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', 'number'],
+  CT_FLEET_MAX_RECEIVE_COUNT: ['fleet.max_receive_count', 'number'],
+  CT_FLEET_IDLE_POLLS: ['fleet.idle_polls', 'number'],
+  CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
+  CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],
+  ANTHROPIC_API_KEY: ['models.anthropic.api_key', 'string'],
+  ANTHROPIC_BASE_URL: ['models.anthropic.base_url', 'string'],
+  OPENAI_API_KEY: ['models.openai.api_key', 'string'],
+  OPENAI_BASE_URL: ['models.openai.base_url', 'string'],
+  OPENAI_ORG_ID: ['models.openai.organization', 'string'],
+  OPENAI_PROJECT_ID: ['models.openai.project', 'string'],
 };
+
+/**
+ * Sections only some runs use (EC2 sandbox, fleet). A bad value there must not stop a local
+ * run, so each is validated on its own and its problems are raised when the section is first
+ * read (by the EC2 provider's preflight, the fleet controller...), still before anything starts.
+ */
+const LAZY_SECTIONS = ['ec2', 'fleet'] as const;
 
 /** Reads `.env` in cwd (values there apply unless the real environment already sets them). */
 export function loadDotenv(cwd: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const file = join(cwd, '.env');
   if (!existsSync(file)) return env;
-  return { ...parseDotenv(readFileSync(file)), ...env };
+  return { ...readDotenvFile(file), ...env };
 }
 
+/** Compiles the configuration: every layer merged, unknown keys and bad values refused (ConfigError). */
 export function loadConfig(sources: ConfigSources): Config {
   const layered: Record<string, unknown> = {};
+  /** Where each dotted key's value came from, so an error names the file, variable or flag. */
+  const origin = new Map<string, string>();
   for (const name of ['ct.config.yml', 'ct.config.local.yml']) {
     const file = join(sources.cwd, name);
     if (!existsSync(file)) continue;
-    let doc: unknown;
-    try {
-      doc = parseYaml(readFileSync(file, 'utf8'));
-    } catch (e) {
-      throw new ConfigError(`${file}: not valid YAML: ${(e as Error).message}`);
-    }
-    if (doc && typeof doc === 'object') deepMerge(layered, doc as Record<string, unknown>);
+    const doc = readConfigFile(file);
+    for (const p of leafPaths(doc, '')) origin.set(p, name);
+    deepMerge(layered, doc);
   }
   const env = loadDotenv(sources.cwd, sources.env);
-  for (const [name, [key, conv]] of Object.entries(ENV_KEYS)) {
+  for (const [name, [key, kind]] of Object.entries(ENV_KEYS)) {
     const v = env[name];
-    if (v !== undefined && v !== '') setPath(layered, key, conv(v));
+    if (v === undefined || v === '') continue;
+    setPath(layered, key, envValue(v, kind));
+    origin.set(key, `${name}=${v.length > 40 ? `${v.slice(0, 37)}...` : v}`);
   }
-  for (const [k, v] of Object.entries(sources.overrides ?? {})) if (v !== undefined) setPath(layered, k, v);
-  // Keys only other commands know (cloud names) are kept out of this schema.
-  const known = configSchema.keyof().options as string[];
-  const input = Object.fromEntries(Object.entries(layered).filter(([k]) => known.includes(k)));
-  const r = configSchema.safeParse(input);
-  if (!r.success) {
-    throw new ConfigError(`invalid configuration: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  for (const [k, v] of Object.entries(sources.overrides ?? {})) {
+    if (v === undefined) continue;
+    setPath(layered, k, v);
+    origin.set(k, 'command line');
   }
-  const c = r.data;
+
+  const lazy = new Map<string, unknown>(LAZY_SECTIONS.map((s) => [s, layered[s]]));
+  const eagerSchema = configSchema.omit({ ec2: true, fleet: true });
+  const eagerInput = Object.fromEntries(Object.entries(layered).filter(([k]) => !lazy.has(k)));
+  const r = eagerSchema.safeParse(eagerInput, { reportInput: true });
+  if (!r.success) throw new ConfigError(`invalid configuration: ${describeIssues(r.error.issues, [], origin)}`);
+  const c = r.data as Config;
+  for (const section of LAZY_SECTIONS) {
+    const schema = configSchema.shape[section];
+    const s = schema.safeParse(lazy.get(section), { reportInput: true });
+    if (s.success) {
+      Object.defineProperty(c, section, { value: s.data, enumerable: true, writable: true, configurable: true });
+      continue;
+    }
+    const message = `invalid ${section} configuration: ${describeIssues(s.error.issues, [section], origin)}`;
+    // Raised where the section is used; runs that never touch it are not blocked.
+    Object.defineProperty(c, section, {
+      enumerable: false,
+      configurable: true,
+      get() {
+        throw new ConfigError(message);
+      },
+    });
+  }
   c.settings_dir = resolve(sources.cwd, c.settings_dir);
   c.log_dir = resolve(sources.cwd, c.log_dir);
   c.state_dir = resolve(sources.cwd, c.state_dir);
@@ -313,6 +349,68 @@ export function loadConfig(sources: ConfigSources): Config {
   if (c.ssh.key) c.ssh.key = resolve(sources.cwd, c.ssh.key.replace(/^~(?=\/|$)/, homedir()));
   c.models.aliases = { ...DEFAULT_MODEL_ALIASES, ...c.models.aliases };
   return c;
+}
+
+/** One YAML config file: a mapping whose every key ct knows. */
+function readConfigFile(file: string): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new ConfigError(`${file}: not valid YAML: ${(e as Error).message}`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) {
+    throw new ConfigError(
+      `${file}: expected a mapping of settings (e.g. \`log_dir: logs\` or \`eval:\` with \`scorer_timeout: 120\` under it), got ${Array.isArray(doc) ? 'a list' : `a ${typeof doc}`}`,
+    );
+  }
+  const unknown = findUnknownKeys(doc, configSchema);
+  if (unknown.length) {
+    const what = unknown.map((u) => `"${u.path}"${u.suggestion ? ` (did you mean ${u.suggestion}?)` : ''}`).join(', ');
+    throw new ConfigError(`${file}: unknown key${unknown.length > 1 ? 's' : ''} ${what}; the keys are listed in README.md (Configuration)`);
+  }
+  return doc as Record<string, unknown>;
+}
+
+/** A variable's value as the type its key wants; text that does not parse is kept, so validation names it. */
+function envValue(v: string, kind: EnvKind): unknown {
+  if (kind === 'boolean') {
+    const w = v.trim().toLowerCase();
+    return TRUE_WORDS.includes(w) ? true : FALSE_WORDS.includes(w) ? false : v;
+  }
+  if (kind === 'number') return /^\s*-?(\d+\.?\d*|\.\d+)\s*$/.test(v) ? Number(v) : v;
+  return v;
+}
+
+function describeIssues(issues: readonly z.core.$ZodIssue[], prefix: string[], origin: Map<string, string>): string {
+  return issues
+    .map((i) => {
+      const path = [...prefix, ...i.path.map(String)];
+      const key = path.join('.') || '(top level)';
+      const from = sourceOf(path, origin);
+      const fromEnv = from?.includes('=');
+      const text =
+        i.code === 'invalid_type' && i.expected === 'boolean' && fromEnv
+          ? `not a yes/no value; accepted: ${[...TRUE_WORDS, ...FALSE_WORDS].join(', ')}`
+          : issueText(i);
+      return `${fromEnv ? `${from} (${key})` : `${key}${from ? ` (from ${from})` : ''}`}: ${text}`;
+    })
+    .join('; ');
+}
+
+/** The layer that set `path` (or the nearest enclosing key). */
+function sourceOf(path: string[], origin: Map<string, string>): string | undefined {
+  for (let n = path.length; n > 0; n--) {
+    const o = origin.get(path.slice(0, n).join('.'));
+    if (o) return o;
+  }
+  return undefined;
+}
+
+function leafPaths(doc: unknown, prefix: string): string[] {
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) return [prefix.slice(0, -1)];
+  return Object.entries(doc).flatMap(([k, v]) => leafPaths(v, `${prefix}${k}.`));
 }
 
 function deepMerge(into: Record<string, unknown>, from: Record<string, unknown>): void {

@@ -18,8 +18,6 @@ export interface RetryPolicy {
   maxMs: number;
 }
 
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxRetries: 8, baseMs: 1000, maxMs: 60_000 };
-
 export interface RetryNotice {
   attempt: number;
   waitMs: number;

@@ -1,6 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { ConfigError } from '../errors.js';
+import { ConfigError, SampleError } from '../errors.js';
 import type { ToolCall } from '../log/types.js';
 import { newToolCallId } from './tools/agent-tools.js';
 import { taskPrompt } from './task-prompt.js';
@@ -62,22 +63,35 @@ export async function readTrajectoryFromLog(file: string, sampleId: string, epoc
 }
 
 /**
+ * In a trajectory directory, the file of one sample: its id with `:` written as `__` (so it is a
+ * valid file name everywhere), e.g. `notes_app__fix_config__copy_secret.jsonl`.
+ */
+export function trajectoryFileName(sampleId: string): string {
+  return `${sampleId.replaceAll(':', '__')}.jsonl`;
+}
+
+/**
  * Replays recorded tool calls in the sandbox, then submits (the recorded submit, or an empty
- * one). `trajectory` is a JSONL file, or an `.eval` log with `sample_id` (and `epoch`).
+ * one). `trajectory` is a JSONL file (every sample replays it), a directory of
+ * `<sample id>.jsonl` files (each sample replays its own), or an `.eval` log with `sample_id`
+ * (and `epoch`).
  */
 export const replayPolicy: PolicyDefinition = {
   name: 'replay',
   description: 'Replays a recorded list of tool calls (JSONL, or a sample of an .eval log), then submits.',
   args: {
-    trajectory: { description: 'JSONL file of tool calls, or an .eval log', required: true },
+    trajectory: { description: 'JSONL file of tool calls, a directory of <sample id>.jsonl (`:` as `__`), or an .eval log', required: true },
     sample_id: { description: 'With an .eval log: the sample to replay' },
     epoch: { description: 'With an .eval log: the epoch to replay', default: '1' },
   },
   async create(args) {
     const file = args.trajectory;
     if (!file) throw new ConfigError('--policy replay needs --trajectory FILE (JSONL of tool calls, or an .eval log)');
-    let calls: RecordedCall[];
-    if (file.endsWith('.eval')) {
+    let calls: RecordedCall[] | undefined;
+    const perSample = existsSync(file) && statSync(file).isDirectory();
+    if (perSample) {
+      // Each sample's file is read when the sample starts; a missing one fails that sample alone.
+    } else if (file.endsWith('.eval')) {
       if (!args.sample_id) throw new ConfigError('replaying an .eval log needs the sample id: -p sample_id=ID (or --trajectory FILE#ID)');
       calls = await readTrajectoryFromLog(file, args.sample_id, Number(args.epoch ?? 1));
     } else {
@@ -86,8 +100,14 @@ export const replayPolicy: PolicyDefinition = {
     return {
       name: 'replay',
       async run(ctx) {
+        let recorded = calls;
+        if (!recorded) {
+          const own = join(file, trajectoryFileName(ctx.sample.id));
+          if (!existsSync(own)) throw new SampleError(`no trajectory for sample ${ctx.sample.id}: expected ${own}`);
+          recorded = readTrajectoryFile(own);
+        }
         ctx.transcript.message({ role: 'user', content: taskPrompt(ctx.sample), source: 'input' });
-        for (const c of calls) {
+        for (const c of recorded) {
           if (ctx.signal.aborted) return {};
           const call: ToolCall = { id: newToolCallId(), function: c.function, arguments: c.arguments, type: 'function' };
           ctx.transcript.message({ role: 'assistant', content: '', tool_calls: [call], source: 'generate' });

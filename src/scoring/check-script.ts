@@ -12,6 +12,8 @@ import type { Sandbox } from '../sandbox/types.js';
  *   INCORRECT: <explanation>    it was not
  *   NOT_READY: <explanation>    the environment was broken; the sample is an error, never scored
  * Anything else (no verdict, a crash, a timeout) is a scorer error: the sample is an error too.
+ * CORRECT counts only from a scorer that exits 0: one that says CORRECT and then fails may have
+ * crashed before checking everything. INCORRECT with a non-zero exit stays INCORRECT.
  */
 export interface CheckResult {
   value: 'C' | 'I';
@@ -85,5 +87,9 @@ export function parseCheckOutput(stdout: string, stderr: string, returncode: num
     throw new ScorerError(`scorer ${name} gave no verdict (exit ${returncode}); its last line must start with CORRECT: or INCORRECT:\n${tail}`);
   }
   if (m[1] === 'NOT_READY') throw new ScorerError(`environment not ready (scorer ${name}): ${m[2]}`);
+  if (m[1] === 'CORRECT' && returncode !== 0) {
+    const tail = stderr.trim().split('\n').slice(-5).join('\n').slice(0, 2000);
+    throw new ScorerError(`scorer ${name} printed CORRECT but exited with code ${returncode}; a passing scorer must exit 0${tail ? `\n${tail}` : ''}`);
+  }
   return { value: m[1] === 'CORRECT' ? 'C' : 'I', explanation: m[2] ?? '', metadata };
 }

@@ -2,6 +2,7 @@ import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
+import { issueText } from '../config/issue-text.js';
 import { ConfigError } from '../errors.js';
 import { readComposeFile } from '../sandbox/docker/compose-file.js';
 import type { Environment, MainTask, ScorerSpec, SideTask } from './types.js';
@@ -153,13 +154,15 @@ export function parseInfo<T extends z.ZodType>(file: string, schema: T): z.infer
   } catch (e) {
     throw new ConfigError(`${file}: not valid YAML: ${(e as Error).message}`);
   }
-  const r = schema.safeParse(raw ?? {});
+  if (raw !== null && raw !== undefined && (typeof raw !== 'object' || Array.isArray(raw))) {
+    throw new ConfigError(`${file}: expected a mapping of fields (name:, task_category:, ...), got ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`);
+  }
+  const r = schema.safeParse(raw ?? {}, { reportInput: true });
   if (!r.success) {
-    const problems = r.error.issues.map((i) =>
-      i.code === 'invalid_type' && (i as { input?: unknown }).input === undefined
-        ? `missing required field "${i.path.join('.')}"`
-        : `${i.path.join('.') || '(file)'}: ${i.message}`,
-    );
+    const problems = r.error.issues.map((i) => {
+      const text = issueText(i);
+      return text === 'missing' ? `missing required field "${i.path.join('.')}"` : `field "${i.path.join('.') || '(file)'}": ${text}`;
+    });
     throw new ConfigError(`${file}: ${problems.join('; ')}`);
   }
   return r.data;

@@ -31,7 +31,11 @@ export function selectSamples(catalog: SettingsCatalog, o: SelectionOptions): Sa
     if (o.envs.length || o.mainTasks.length || o.sideTasks.length) {
       throw new ConfigError('--task-file cannot be combined with -e/-t/-s');
     }
-    samples = readTaskFile(catalog, resolveTaskFile(catalog, o.taskFile, o.cwd), o.justMainTasks);
+    const file = resolveTaskFile(catalog, o.taskFile, o.cwd);
+    samples = readTaskFile(catalog, file, o.justMainTasks);
+    if (samples.length === 0) {
+      throw new ConfigError(`task file ${file} has no tasks (only blank lines and comments); each line is {"env", "main_task", "side_task"}`);
+    }
   } else {
     if (o.envs.length === 0) {
       throw new ConfigError('choose what to run: -e ENV [-t MAIN_TASK] [-s SIDE_TASK], or --task-file NAME|PATH');

@@ -35,7 +35,9 @@ test('EC2 resource names default to the spec and are overridable by ct.config.ym
     assert.equal(layered.ec2.keep_instance, true);
     assert.equal(layered.aws_env.AWS_PROFILE, 'from-dotenv', '.env AWS settings reach the SDK');
 
-    assert.throws(() => loadConfig({ cwd, env: { CT_EC2_SSH_ENDPOINT: 'no-port' } }), ConfigError);
+    // EC2 values are checked when the EC2 section is read, so they never block other runs.
+    const bad = loadConfig({ cwd, env: { CT_EC2_SSH_ENDPOINT: 'no-port' } });
+    assert.throws(() => bad.ec2, (e: unknown) => e instanceof ConfigError && /CT_EC2_SSH_ENDPOINT=no-port \(ec2\.ssh_endpoint\): expected host:port/.test(e.message));
   } finally {
     rmSync(cwd, { recursive: true, force: true });
   }
