@@ -89,7 +89,7 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
       if (next.done) return;
       const item = next.value;
       o.onStart?.(item);
-      const signal = item.signal ? AbortSignal.any([o.signal, item.signal]) : o.signal;
+      const { signal, release } = item.signal ? eitherSignal(o.signal, item.signal) : { signal: o.signal, release: () => {} };
       const sample = await runSample({
         sample: item.sample,
         epoch: item.epoch,
@@ -99,7 +99,7 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
         signal,
         ...(o.prepareEnvironment ? { prepare: () => o.prepareEnvironment!(item) } : {}),
         ...(o.onPhase ? { onPhase: (phase: SamplePhase) => o.onPhase!(item, phase) } : {}),
-      });
+      }).finally(release);
       try {
         await o.onResult(item, sample);
       } catch (e) {
@@ -114,4 +114,27 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
     if (!exhausted) await Promise.resolve(it.return?.()).catch(() => {});
   }
   if (failure) throw failure.error;
+}
+
+/**
+ * A signal aborted when either is, with that one's reason (`AbortSignal.any` needs Node 20.3;
+ * the package supports 20.0). `release` drops the listeners once the sample is done.
+ */
+function eitherSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; release: () => void } {
+  const ac = new AbortController();
+  const fromA = () => ac.abort(a.reason);
+  const fromB = () => ac.abort(b.reason);
+  if (a.aborted) fromA();
+  else if (b.aborted) fromB();
+  else {
+    a.addEventListener('abort', fromA, { once: true });
+    b.addEventListener('abort', fromB, { once: true });
+  }
+  return {
+    signal: ac.signal,
+    release: () => {
+      a.removeEventListener('abort', fromA);
+      b.removeEventListener('abort', fromB);
+    },
+  };
 }

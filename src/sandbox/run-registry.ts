@@ -24,6 +24,9 @@ export interface RunOwner {
 export const PROJECT_PREFIX = 'ct-';
 const PROJECT_RE = /^ct-([a-z0-9]{8})-/;
 
+/** How long the record of a run abandoned by a forced stop outlives it (7 days). */
+const ABANDONED_KEEP_MS = 7 * 24 * 3600 * 1000;
+
 export function newRunId(): string {
   return randomBytes(5).toString('hex').slice(0, 8);
 }
@@ -77,7 +80,11 @@ export class RunRegistry {
     return !pidAlive(o.pid);
   }
 
-  /** Removes records of runs whose process is gone. */
+  /**
+   * Removes records of runs whose process is gone. A record a forced stop left is kept for
+   * ABANDONED_KEEP_MS: its leftovers may sit on another Docker host (ssh, ec2) than the one the
+   * pruning sweep looked at, and that host's sweep still needs the record.
+   */
   prune(): void {
     let names: string[] = [];
     try {
@@ -88,7 +95,9 @@ export class RunRegistry {
     for (const n of names) {
       const id = n.replace(/\.json$/, '');
       const o = this.owner(id);
-      if (o && o.host === hostname() && !pidAlive(o.pid)) this.unregister(id);
+      if (!o || o.host !== hostname() || pidAlive(o.pid)) continue;
+      if (o.abandoned && Date.now() - Date.parse(o.abandoned) < ABANDONED_KEEP_MS) continue;
+      this.unregister(id);
     }
   }
 }

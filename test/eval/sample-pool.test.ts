@@ -190,7 +190,7 @@ describe('the sample pool', () => {
     assert.equal(state.returned, true);
   });
 
-  test('a per-item signal stops that sample alone', async () => {
+  test('a per-item signal stops that sample alone, with its reason in the error', async () => {
     const gate = gatedPolicy();
     const mine = new AbortController();
     const items: PoolItem[] = [
@@ -210,11 +210,11 @@ describe('the sample pool', () => {
       },
     });
     await until(() => gate.waiting === 2);
-    mine.abort();
+    mine.abort('its lease was lost');
     await until(() => results.length === 1);
     gate.releaseAll();
     await done;
-    assert.match(results.find((s) => s.epoch === 1)!.error?.message ?? '', /CancelledError/);
+    assert.match(results.find((s) => s.epoch === 1)!.error?.message ?? '', /^CancelledError: its lease was lost \(while the agent worked\)/);
     assert.equal(results.find((s) => s.epoch === 2)!.error, undefined);
   });
 });
