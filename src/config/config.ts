@@ -5,6 +5,7 @@ import { parse as parseDotenv } from 'dotenv';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { networkPoolProblem } from '../sandbox/docker/subnet-pool.js';
 
 /** A setting's name is also its folder under settings_dir, so it is kept to a safe file name. */
 export const SETTING_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -54,7 +55,13 @@ export const configSchema = z.object({
       /** `auto` prefers `docker compose` (v2), else `docker-compose` (v1); CT_COMPOSE. */
       compose: z.enum(['auto', 'v1', 'v2']).default('auto'),
       /** CIDR for sample networks, or `docker` to let Docker pick; CT_NETWORK_POOL. */
-      network_pool: z.string().default('10.213.0.0/16'),
+      network_pool: z
+        .string()
+        .default('10.213.0.0/16')
+        .superRefine((v, ctx) => {
+          const problem = networkPoolProblem(v);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }),
       /** Seconds to start a sample's services and pass their healthchecks. */
       start_timeout: z.number().positive().default(180),
       /** Attempts to start a sandbox when the infrastructure fails. */
