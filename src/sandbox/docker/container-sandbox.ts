@@ -7,6 +7,7 @@ import {
   SandboxUnavailableError,
 } from '../../errors.js';
 import type { RunResult } from '../../host/command-runner.js';
+import { withSizes } from '../exec-result.js';
 import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scripts.js';
 import { ExecChannelPool } from '../exec-channel/channel-pool.js';
 import type { ChannelOutcome } from '../exec-channel/types.js';
@@ -80,7 +81,7 @@ export class ContainerSandbox implements Sandbox {
         const stdout = o.stdout.toString('utf8');
         const stderr = o.stderr.toString('utf8');
         if (o.timedOut) throw new ExecTimeoutError(`Command timed out after ${timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr);
-        return { success: o.code === 0, returncode: o.code, stdout, stderr };
+        return withSizes({ success: o.code === 0, returncode: o.code, stdout, stderr }, o.stdoutTotal - o.stdout.length, o.stderrTotal - o.stderr.length, o.stdout.length, o.stderr.length);
       }
       if (o.kind === 'lost') return this.lost(o.reason);
     }
@@ -118,7 +119,7 @@ export class ContainerSandbox implements Sandbox {
     }
     this.checkDaemonError(r);
     const returncode = r.code ?? 137;
-    return { success: returncode === 0, returncode, stdout, stderr };
+    return withSizes({ success: returncode === 0, returncode, stdout, stderr }, r.stdoutDropped ?? 0, r.stderrDropped ?? 0, r.stdout.length, r.stderr.length);
   }
 
   async writeFile(path: string, contents: string | Uint8Array): Promise<void> {

@@ -11,6 +11,7 @@ import {
   SandboxPermissionError,
 } from '../../errors.js';
 import { TailBuffer } from '../../host/tail-buffer.js';
+import { withSizes } from '../exec-result.js';
 import {
   EXEC_OUTPUT_LIMIT,
   READ_FILE_LIMIT,
@@ -142,14 +143,16 @@ export class LocalSandbox implements Sandbox {
       });
       child.on('close', (code, signal) => {
         if (timer) clearTimeout(timer);
-        const stdout = out.toBuffer().toString('utf8');
-        const stderr = err.toBuffer().toString('utf8');
+        const outBuf = out.toBuffer();
+        const errBuf = err.toBuffer();
+        const stdout = outBuf.toString('utf8');
+        const stderr = errBuf.toString('utf8');
         if (timedOut) {
           reject(new ExecTimeoutError(`Command timed out after ${options.timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr));
           return;
         }
         const returncode = code ?? 128 + (signal ? 9 : 0);
-        resolvePromise({ success: returncode === 0, returncode, stdout, stderr });
+        resolvePromise(withSizes({ success: returncode === 0, returncode, stdout, stderr }, out.dropped, err.dropped, outBuf.length, errBuf.length));
       });
       if (options.input !== undefined) child.stdin.end(options.input);
       else child.stdin.end();
