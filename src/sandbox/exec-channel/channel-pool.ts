@@ -48,7 +48,7 @@ interface UserPool {
   idle: ExecChannel[];
   live: Set<ExecChannel>;
   starting: number;
-  /** Channels started ahead of any call (warm()) that no call has claimed yet. */
+  /** Channels started ahead of any call (warm()) that have not said hello yet. */
   warming: number;
   waiters: Waiter[];
   failures: number;
@@ -94,8 +94,10 @@ export class ExecChannelPool {
 
   /**
    * Starts a channel for `user` ahead of the first call (a sample's sandbox does this for its
-   * default service as soon as it is up), so that call does not pay the agent's start-up. A
-   * call arriving meanwhile waits for this start instead of beginning another.
+   * default service as soon as it is up), so that call does not pay the agent's start-up. Calls
+   * arriving before it is ready run plain instead of waiting: a start is a `docker exec` plus
+   * the agent's probes, so waiting for one that has just begun costs more than a plain call
+   * (measured with bench/first-call.ts). Nor do they begin another start.
    */
   warm(user?: string): void {
     if (this.closing) return;
@@ -140,11 +142,11 @@ export class ExecChannelPool {
       this.idleTimers.delete(ch);
       return Promise.resolve(ch);
     }
+    // The warm start is not ready yet: this call goes plain (see warm()).
+    if (pool.warming > 0) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       const w: Waiter = { resolve };
-      if (pool.warming > 0) {
-        pool.warming--;
-      } else if (pool.live.size + pool.starting < this.max) {
+      if (pool.live.size + pool.starting < this.max) {
         this.spawn(pool, false);
       } else {
         w.timer = setTimeout(() => {
@@ -157,13 +159,13 @@ export class ExecChannelPool {
     });
   }
 
-  /** Starts a channel; `warm` when no call waits for it yet (a call may claim it meanwhile). */
+  /** Starts a channel; `warm` when no call waits for it (warm()). */
   private spawn(pool: UserPool, warm: boolean): void {
     pool.starting++;
     ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
       (ch) => {
         pool.starting--;
-        if (warm && pool.warming > 0) pool.warming--;
+        if (warm) pool.warming--;
         if (this.closing) return ch.close();
         pool.live.add(ch);
         ch.onClosed(() => this.onClosed(pool, ch));
@@ -171,9 +173,8 @@ export class ExecChannelPool {
       },
       (e: unknown) => {
         pool.starting--;
-        // An unclaimed warm start had no waiter: nobody is to be sent plain.
-        const unclaimed = warm && pool.warming > 0;
-        if (unclaimed) pool.warming--;
+        // A warm start had no waiter: nobody is to be sent plain.
+        if (warm) pool.warming--;
         // Starts cut short by close() (the container going away with the sample) are no failures.
         if (this.closing) return;
         const reason = (e as Error).message;
@@ -181,7 +182,7 @@ export class ExecChannelPool {
         // no retry for that user; other users may still work.
         if ((e instanceof ChannelStartError && e.kind === 'image') || ++pool.failures >= MAX_FAILURES) this.disableUser(pool, reason);
         // The waiter this start was for runs plain; others keep waiting for busy channels.
-        const i = unclaimed ? -1 : pool.waiters.findIndex((w) => !w.timer);
+        const i = warm ? -1 : pool.waiters.findIndex((w) => !w.timer);
         if (i >= 0) this.settle(pool.waiters.splice(i, 1)[0]!, undefined);
       },
     );
