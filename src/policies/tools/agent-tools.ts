@@ -39,11 +39,11 @@ const BASH_OR_SH = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; 
  */
 const EVAL_STDIN = 'ct_cmd=$(cat) || exit 126; eval "unset ct_cmd; $ct_cmd"';
 /**
- * Commands longer than this (bytes) travel on stdin: Linux refuses a single exec argument over
- * 128 KiB (MAX_ARG_STRLEN) with `Argument list too long`. Shorter ones stay an argument, which
- * costs no extra process (reading stdin takes a `cat`, ~1-2 ms).
+ * Commands longer than this (bytes, default 16 KiB) travel on stdin: an exec's arguments may
+ * take at most MAX_ARGV_BYTES (96 KiB, quotes counted 4 times). Shorter ones stay an argument,
+ * which costs no extra process (reading stdin takes a `cat`, ~1-2 ms).
  */
-const ARGUMENT_COMMAND_LIMIT = 64 * 1024;
+const ARGUMENT_COMMAND_LIMIT = 16 * 1024;
 /** Longest bash command the tool runs (1 MiB); a longer one fails with a message saying so. */
 export const BASH_COMMAND_LIMIT = 1024 * 1024;
 /**

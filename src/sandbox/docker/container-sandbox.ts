@@ -7,6 +7,7 @@ import {
   SandboxUnavailableError,
 } from '../../errors.js';
 import type { RunResult } from '../../host/command-runner.js';
+import { argvTooLong } from '../argv-limit.js';
 import { withSizes } from '../exec-result.js';
 import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scripts.js';
 import { ExecChannelPool } from '../exec-channel/channel-pool.js';
@@ -71,6 +72,8 @@ export class ContainerSandbox implements Sandbox {
 
   async exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (cmd.length === 0) throw new Error('exec needs a command');
+    const tooLong = argvTooLong(cmd);
+    if (tooLong) return { success: false, returncode: 126, stdout: '', stderr: tooLong };
     const timeout = options.timeout;
     if (this.channels) {
       const o = await this.channels.exec(cmd, options, {

@@ -11,6 +11,7 @@ import {
   SandboxPermissionError,
 } from '../../errors.js';
 import { TailBuffer } from '../../host/tail-buffer.js';
+import { argvTooLong } from '../argv-limit.js';
 import { withSizes } from '../exec-result.js';
 import {
   EXEC_OUTPUT_LIMIT,
@@ -107,6 +108,8 @@ export class LocalSandbox implements Sandbox {
   }
 
   exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    const tooLong = argvTooLong(cmd);
+    if (tooLong) return Promise.resolve({ success: false, returncode: 126, stdout: '', stderr: tooLong });
     const ids = options.user ? userIds(options.user) : undefined;
     return new Promise((resolvePromise, reject) => {
       const child = spawn(cmd[0]!, cmd.slice(1), {
