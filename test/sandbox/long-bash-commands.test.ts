@@ -42,6 +42,10 @@ describe('long bash commands run on every exec path, up to the documented limit'
       cmd: padded('echo at-limit; echo oops >&2; exit 3', BASH_COMMAND_LIMIT),
       expect: (m) => assert.equal(m.text, 'at-limit\noops\n[exit code 3]'),
     },
+    // 15,000 single quotes: under the 16 KiB stdin threshold, and under the argument limit even
+    // though each quote takes 4 bytes on an SSH command line.
+    { cmd: `x="${"'".repeat(15_000)}"; echo "\${#x}"`, expect: (m) => assert.equal(m.text, '15000\n') },
+    { cmd: `x="${"'".repeat(60_000)}"; echo "\${#x}"`, expect: (m) => assert.equal(m.text, '60000\n') },
     // A long command that reads stdin sees it empty, as a short one does.
     { cmd: padded('cat; echo read-stdin', 100_000), expect: (m) => assert.equal(m.text, 'read-stdin\n') },
     { cmd: 'cat; echo read-stdin', expect: (m) => assert.equal(m.text, 'read-stdin\n') },
