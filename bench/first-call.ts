@@ -5,7 +5,9 @@
  *   later     the next calls on the same sandbox;
  *   raw       `docker exec CONTAINER bash -c 'echo hi'` spawned directly, no ct code, on the
  *             same container after the ct calls;
- *   plain     the same first call with the exec channel off (one docker exec per call).
+ *   plain     the same first call with the exec channel off (one docker exec per call);
+ *   after 1 s the first call sent 1 s after sampleInit returns, as a model policy sends it
+ *             (its first model call comes first), the channel ready by then.
  * Each repetition is a fresh sample (compose project) of a one-service environment.
  * Usage: node dist/bench/first-call.js [--quick] [--reps N]
  */
@@ -53,21 +55,24 @@ async function main() {
   const plain = new DockerProvider({ runner: new LocalRunner(), runId, registry, execChannel: false });
   const first: number[] = [];
   const firstPlain: number[] = [];
+  const firstLate: number[] = [];
   const later: number[] = [];
   const raw: number[] = [];
   const init: number[] = [];
   try {
     await channel.taskInit(env);
     for (let rep = 0; rep < REPS; rep++) {
-      for (const [provider, into] of [
-        [channel, first],
-        [plain, firstPlain],
+      for (const [provider, into, delayMs] of [
+        [channel, first, 0],
+        [plain, firstPlain, 0],
+        [channel, firstLate, 1000],
       ] as const) {
         let sandboxes!: Map<string, Sandbox>;
         init.push(await timeMs(async () => (sandboxes = await provider.sampleInit(env, { label: `first-${rep}` }))));
         const sb = sandboxes.get('default')!;
+        if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
         into.push(await timeMs(() => echo(sb)));
-        if (provider === channel) {
+        if (into === first) {
           for (let i = 0; i < LATER; i++) later.push(await timeMs(() => echo(sb)));
           const container = sb.describe().replace(/^docker:/, '');
           for (let i = 0; i < 3; i++) raw.push(await timeMs(() => rawExec(container)));
@@ -96,6 +101,7 @@ async function main() {
         row('first call, exec channel', first),
         row(`later calls (${LATER} a sample), exec channel`, later),
         row('first call, channel off (plain docker exec)', firstPlain),
+        row('first call 1 s after init, exec channel', firstLate),
       ],
     ),
   );
