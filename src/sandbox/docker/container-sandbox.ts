@@ -60,9 +60,12 @@ export class ContainerSandbox implements Sandbox {
     return `docker:${this.containerId.slice(0, 12)}`;
   }
 
-  /** Starts the exec channel for the container's default user in the background (no-op without channels). */
-  warm(): void {
-    this.channels?.warm();
+  /**
+   * Starts the exec channel for the container's default user; resolves when it is ready or has
+   * failed (calls then run plain). Immediate without channels.
+   */
+  warm(): Promise<void> {
+    return this.channels?.warm() ?? Promise.resolve();
   }
 
   /** Closes the exec channels (they also end with the container). */

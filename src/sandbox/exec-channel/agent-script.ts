@@ -50,7 +50,7 @@
  * So a call costs one process start (two execs: setsid, the command) when its stderr is empty.
 The first batch is set up before the hello: it costs several process starts (~50-100 ms on a
 loaded 2-CPU host), which the first call would otherwise pay; a channel that said hello answers
-at once (calls that come before it take plain docker exec, see ExecChannelPool.warm).
+at once.
  * A reader that dies (the host's drain-grace kill, or a task's `pkill cat`) sends SIGCHLD,
  * trapped around the barrier so the open is interrupted, and the next call starts a fresh
  * batch. When the next FIFO is gone (a task emptied /tmp) the barrier waits for the reader to

@@ -50,6 +50,8 @@ interface UserPool {
   starting: number;
   /** Channels started ahead of any call (warm()) that have not said hello yet. */
   warming: number;
+  /** The end of the last warm start. */
+  warmed?: Promise<void>;
   waiters: Waiter[];
   failures: number;
   disabled?: string;
@@ -94,17 +96,17 @@ export class ExecChannelPool {
 
   /**
    * Starts a channel for `user` ahead of the first call (a sample's sandbox does this for its
-   * default service as soon as it is up), so that call does not pay the agent's start-up. Calls
-   * arriving before it is ready run plain instead of waiting: a start is a `docker exec` plus
-   * the agent's probes, so waiting for one that has just begun costs more than a plain call
-   * (measured with bench/first-call.ts). Nor do they begin another start.
+   * default service, and sampleInit waits for it), so no call pays the agent's start-up. Calls
+   * arriving before it is ready run plain instead of waiting, and begin no other start. Resolves
+   * once the start has ended, either way (a failed start sends calls plain, as without it).
    */
-  warm(user?: string): void {
-    if (this.closing) return;
+  warm(user?: string): Promise<void> {
+    if (this.closing) return Promise.resolve();
     const pool = this.poolFor(user);
-    if (pool.disabled || pool.live.size + pool.starting > 0) return;
+    if (pool.disabled || pool.live.size + pool.starting > 0) return pool.warmed ?? Promise.resolve();
     pool.warming++;
-    this.spawn(pool, true);
+    pool.warmed = this.spawn(pool, true);
+    return pool.warmed;
   }
 
   /** Live channels per user, for tests and diagnostics. */
@@ -159,10 +161,10 @@ export class ExecChannelPool {
     });
   }
 
-  /** Starts a channel; `warm` when no call waits for it (warm()). */
-  private spawn(pool: UserPool, warm: boolean): void {
+  /** Starts a channel; `warm` when no call waits for it (warm()). Resolves when the start has ended. */
+  private spawn(pool: UserPool, warm: boolean): Promise<void> {
     pool.starting++;
-    ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
+    return ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
       (ch) => {
         pool.starting--;
         if (warm) pool.warming--;
