@@ -9,7 +9,9 @@ export interface RemoteSandboxFlags {
   sshCidr?: string;
 }
 
-export const SANDBOX_KINDS_HELP = 'where samples run: docker (this machine), local, ssh://user@host[:port] (Docker on that host), ec2 (a fresh EC2 instance)';
+export const SANDBOX_KINDS_HELP =
+  'where samples run: docker (this machine), local (a temp dir on this machine, NOT isolated: commands run as you; ' +
+  'test/replay policies only, unless --unsafe-local), ssh://user@host[:port] (Docker on that host), ec2 (a fresh EC2 instance)';
 
 /** Adds the remote-sandbox flags; `forRun` adds those that only matter when launching. */
 export function addRemoteSandboxOptions(cmd: Command, forRun: boolean): Command {

@@ -12,6 +12,7 @@ import { MAX_SAMPLE_EPOCHS, runEval, type RunEvalResult } from '../eval/runner.j
 import { buildSampleOptions } from '../eval/sample-options.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
+import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
@@ -44,6 +45,7 @@ interface RunEvalFlags {
   region?: string;
   sshCidr?: string;
   execChannel: boolean;
+  unsafeLocal?: boolean;
   json?: boolean;
   quiet?: boolean;
 }
@@ -76,6 +78,7 @@ export function registerRunCommands(program: Command): void {
     .option('--model-role <role=model>', `set a model role (${MODEL_ROLES.join(', ')}) to a model or alias (repeatable)`, keyValue, {})
     .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, a directory of <sample id>.jsonl, or an .eval log with #sample_id')
     .option('--sandbox <kind>', SANDBOX_KINDS_HELP, 'docker')
+    .option('--unsafe-local', "allow --sandbox local with a model policy: the agent's commands then run unisolated on this machine, as you")
     .option('--no-exec-channel', 'run every command with a fresh `docker exec` instead of a persistent shell')
     .option('--json', 'print the outcome as JSON on stdout')
     .addOption(new Option('--quiet', 'no progress output').default(false))
@@ -112,6 +115,8 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     },
   });
   checkRunDirs(config);
+  const localWarning = checkLocalSandbox(flags.sandbox, flags.policy, Boolean(flags.unsafeLocal));
+  if (localWarning) process.stderr.write(`warning: ${localWarning}\n`);
   const catalog = new SettingsCatalog(config.settings_dir);
   const samples = selectSamples(catalog, {
     envs: flags.env,

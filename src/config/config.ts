@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { networkPoolProblem } from '../sandbox/docker/subnet-pool.js';
 import { readDotenvFile } from './dotenv-file.js';
 import { issueText } from './issue-text.js';
 import { findUnknownKeys } from './unknown-keys.js';
@@ -56,7 +57,13 @@ export const configSchema = z.object({
       /** `auto` prefers `docker compose` (v2), else `docker-compose` (v1); CT_COMPOSE. */
       compose: z.enum(['auto', 'v1', 'v2']).default('auto'),
       /** CIDR for sample networks, or `docker` to let Docker pick; CT_NETWORK_POOL. */
-      network_pool: z.string().default('10.213.0.0/16'),
+      network_pool: z
+        .string()
+        .default('10.213.0.0/16')
+        .superRefine((v, ctx) => {
+          const problem = networkPoolProblem(v);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }),
       /** Seconds to start a sample's services and pass their healthchecks. */
       start_timeout: z.number().positive().default(180),
       /** Attempts to start a sandbox when the infrastructure fails. */

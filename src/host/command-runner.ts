@@ -21,6 +21,9 @@ export interface RunResult {
   timedOut: boolean;
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  /** Bytes cut from the front of each stream by maxOutput (the original size is this plus the kept length). */
+  stdoutDropped?: number;
+  stderrDropped?: number;
 }
 
 /** A long-lived program with open pipes (used by the persistent exec channel). */

@@ -69,6 +69,8 @@ export class LocalRunner implements CommandRunner {
           timedOut,
           stdoutTruncated: out.truncated,
           stderrTruncated: err.truncated,
+          stdoutDropped: out.dropped,
+          stderrDropped: err.dropped,
         });
       });
       if (options.input !== undefined) child.stdin.end(options.input);

@@ -196,6 +196,8 @@ export class SshRunner implements CommandRunner {
           timedOut,
           stdoutTruncated: out.truncated,
           stderrTruncated: err.truncated,
+          stdoutDropped: out.dropped,
+          stderrDropped: err.dropped,
         });
       };
       const kill = () => {

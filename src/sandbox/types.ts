@@ -26,6 +26,12 @@ export interface ExecResult {
   returncode: number;
   stdout: string;
   stderr: string;
+  /**
+   * Set when a stream passed EXEC_OUTPUT_LIMIT, so only its tail is in stdout/stderr: the bytes
+   * the command wrote to it in all. Providers that cannot count leave them unset.
+   */
+  stdoutBytes?: number;
+  stderrBytes?: number;
 }
 
 /** Cap per output stream; past it the tail is kept (as Inspect does). */

@@ -6,6 +6,7 @@ import {
   SandboxIsADirectoryError,
   SandboxPermissionError,
 } from '../../src/errors.js';
+import { MAX_ARGV_BYTES } from '../../src/sandbox/argv-limit.js';
 import type { SampleSandboxes, Sandbox, SandboxEnvSpec, SandboxProvider } from '../../src/sandbox/types.js';
 
 export interface ConformanceTarget {
@@ -52,6 +53,20 @@ export function conformanceSuite(target: ConformanceTarget): void {
       assert.equal(r.success, false);
       const ok = await sb.exec(['echo', 'hello']);
       assert.deepEqual([ok.success, ok.returncode, ok.stdout], [true, 0, 'hello\n']);
+    });
+
+    test('arguments past the exec limit fail alike on every path; just under it they run', async () => {
+      const r = await sb.exec(['echo', 'x'.repeat(200_000)]);
+      assert.deepEqual(r, {
+        success: false,
+        returncode: 126,
+        stdout: '',
+        stderr: `ct: cannot run echo: its arguments take 200010 bytes; a command's arguments may take at most ${MAX_ARGV_BYTES} bytes (pass long text on stdin or in a file)\n`,
+      });
+      const quotes = await sb.exec(['echo', "'".repeat(30_000)]);
+      assert.match(quotes.stderr, /its arguments take 120010 bytes/, 'a quote counts 4 times, as the SSH command line needs');
+      const ok = await sb.exec(['sh', '-c', 'printf %s "$1" | wc -c', 'sh', 'y'.repeat(MAX_ARGV_BYTES - 100)]);
+      assert.equal(ok.stdout.trim(), String(MAX_ARGV_BYTES - 100));
     });
 
     test('exec passes stdin as text and as bytes', async () => {

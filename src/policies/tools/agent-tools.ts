@@ -21,7 +21,10 @@ export interface ToolOutcome {
 export interface AgentToolsOptions {
   /** Seconds a bash call may run (default 180). */
   bashTimeout: number;
-  /** Characters of tool output shown to the model (default 16000); the log keeps it whole. */
+  /**
+   * Characters of tool output shown to the model (default 16000): the first and last half. The
+   * log keeps the same, plus the output's last LOGGED_OUTPUT_TAIL_BYTES and its true size.
+   */
   modelOutputLimit: number;
 }
 
@@ -29,6 +32,26 @@ export const DEFAULT_TOOL_OPTIONS: AgentToolsOptions = { bashTimeout: 180, model
 
 /** Runs `$1` with bash where the image has it, else with sh, in one exec (no probe round trip). */
 const BASH_OR_SH = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi';
+/**
+ * The shell program (for BASH_OR_SH's `$1`) that runs a command sent on stdin: read whole, then
+ * evaluated in the same shell, so it never becomes one argument of an exec. The command then
+ * sees an empty stdin, as it does when passed as an argument.
+ */
+const EVAL_STDIN = 'ct_cmd=$(cat) || exit 126; eval "unset ct_cmd; $ct_cmd"';
+/**
+ * Commands longer than this (bytes, default 16 KiB) travel on stdin: an exec's arguments may
+ * take at most MAX_ARGV_BYTES (96 KiB, quotes counted 4 times). Shorter ones stay an argument,
+ * which costs no extra process (reading stdin takes a `cat`, ~1-2 ms).
+ */
+const ARGUMENT_COMMAND_LIMIT = 16 * 1024;
+/** Longest bash command the tool runs (1 MiB); a longer one fails with a message saying so. */
+export const BASH_COMMAND_LIMIT = 1024 * 1024;
+/**
+ * Bytes of the end of a truncated output kept in the tool event besides what the model saw
+ * (default 64 KiB): the end of a long output (a failing build's last errors) is what one reads
+ * the log for, and the rest would make every log megabytes long.
+ */
+export const LOGGED_OUTPUT_TAIL_BYTES = 64 * 1024;
 
 class ToolFailure extends Error {
   constructor(
@@ -66,12 +89,14 @@ export class AgentTools {
     });
     const started = performance.now();
     let full = '';
+    /** Output bytes the sandbox's cap cut before `full` was built (10 MiB per stream). */
+    let dropped = 0;
     let error: ToolCallError | undefined;
     let submitted: string | undefined;
     try {
       switch (call.function) {
         case 'bash':
-          full = await this.bash(stringArg(call, 'cmd'));
+          ({ text: full, dropped } = await this.bash(stringArg(call, 'cmd')));
           break;
         case 'text_editor':
           full = await this.textEditor(call.arguments);
@@ -88,10 +113,24 @@ export class AgentTools {
       error = toToolError(e);
       full = error.message;
     }
-    const shown = truncate(full, this.options.modelOutputLimit);
+    const shown = truncate(full, this.options.modelOutputLimit, dropped);
     delete event.pending;
-    event.result = full;
-    if (shown.length !== full.length) event.truncated = [Buffer.byteLength(full), Buffer.byteLength(shown)];
+    // The event holds what the model saw, as Inspect's do; `truncated` is [original bytes, bytes
+    // shown]. A truncated output's last bytes are kept beside it, bounded, for whoever reads the log.
+    event.result = shown;
+    if (shown.length !== full.length || dropped > 0) {
+      const original = Buffer.byteLength(full) + dropped;
+      const tail = lastBytes(full, LOGGED_OUTPUT_TAIL_BYTES);
+      event.truncated = [original, Buffer.byteLength(shown)];
+      event.metadata = {
+        ...event.metadata,
+        output_bytes: original,
+        output_tail: tail,
+        output_note:
+          `The output was ${original} bytes; the result is what the model saw. ` +
+          `output_tail holds the output's last ${Buffer.byteLength(tail)} bytes; the rest was not kept.`,
+      };
+    }
     if (error) event.error = error;
     event.completed = new Date().toISOString();
     event.working_time = (performance.now() - started) / 1000;
@@ -105,13 +144,27 @@ export class AgentTools {
     return { output: shown, error, submitted };
   }
 
-  private async bash(cmd: string): Promise<string> {
+  /** Runs a command; `dropped` counts output bytes the sandbox's cap cut from the front of either stream. */
+  private async bash(cmd: string): Promise<{ text: string; dropped: number }> {
+    const size = Buffer.byteLength(cmd);
+    if (size > BASH_COMMAND_LIMIT) {
+      throw new ToolFailure(
+        'limit',
+        `The command is ${size} bytes; the bash tool runs commands of up to ${BASH_COMMAND_LIMIT} bytes (1 MiB). ` +
+          'Write long content to files in parts (text_editor create, or several shorter commands), then run them.',
+      );
+    }
+    const viaStdin = size > ARGUMENT_COMMAND_LIMIT;
     try {
-      const r = await this.sandbox.exec(['sh', '-c', BASH_OR_SH, 'sh', cmd], { timeout: this.options.bashTimeout });
+      const r = await this.sandbox.exec(
+        viaStdin ? ['sh', '-c', BASH_OR_SH, 'sh', EVAL_STDIN] : ['sh', '-c', BASH_OR_SH, 'sh', cmd],
+        { timeout: this.options.bashTimeout, ...(viaStdin ? { input: cmd } : {}) },
+      );
       let out = r.stdout;
       if (r.stderr) out += (out && !out.endsWith('\n') ? '\n' : '') + r.stderr;
       if (r.returncode !== 0) out += `${out && !out.endsWith('\n') ? '\n' : ''}[exit code ${r.returncode}]`;
-      return out;
+      const cut = (total: number | undefined, kept: string) => (total === undefined ? 0 : Math.max(0, total - Buffer.byteLength(kept)));
+      return { text: out, dropped: cut(r.stdoutBytes, r.stdout) + cut(r.stderrBytes, r.stderr) };
     } catch (e) {
       if (e instanceof ExecTimeoutError) {
         throw new ToolFailure('timeout', `Command timed out after ${this.options.bashTimeout} s.\n${e.stdout}${e.stderr}`);
@@ -205,10 +258,25 @@ function stringArg(call: ToolCall, name: string): string {
   return v;
 }
 
-function truncate(text: string, limit: number): string {
-  if (text.length <= limit) return text;
-  const half = Math.floor(limit / 2);
-  return `${text.slice(0, half)}\n\n[output truncated: ${text.length - limit} of ${text.length} characters omitted]\n\n${text.slice(-half)}`;
+/**
+ * What the model is shown of an output: its first and last limit/2 characters. `dropped` bytes
+ * were cut from the front before the output was captured, so then the first part is not the start.
+ */
+function truncate(text: string, limit: number, dropped = 0): string {
+  if (text.length <= limit && dropped === 0) return text;
+  const half = Math.floor(Math.min(limit, text.length) / 2);
+  const total = text.length + dropped;
+  const lost = dropped > 0 ? `; the first ${dropped} bytes were not captured, so the part above is not the beginning` : '';
+  return `${text.slice(0, half)}\n\n[output truncated: ${total - 2 * half} of ${total} characters omitted${lost}]\n\n${text.slice(-half)}`;
+}
+
+/** The last `max` bytes of `text` as UTF-8, starting at a character boundary. */
+function lastBytes(text: string, max: number): string {
+  const buf = Buffer.from(text, 'utf8');
+  if (buf.length <= max) return text;
+  let start = buf.length - max;
+  while (start < buf.length && (buf[start]! & 0xc0) === 0x80) start++;
+  return buf.subarray(start).toString('utf8');
 }
 
 function toToolError(e: unknown): ToolCallError {

@@ -6,7 +6,7 @@ export const BASH_TOOL: ToolInfo = {
   description: 'Run a bash command in the sandbox and return its output.',
   parameters: {
     type: 'object',
-    properties: { cmd: { type: 'string', description: 'The command to run.' } },
+    properties: { cmd: { type: 'string', description: 'The command to run (up to 1 MiB).' } },
     required: ['cmd'],
     additionalProperties: false,
   },

@@ -7,6 +7,8 @@ import {
   SandboxUnavailableError,
 } from '../../errors.js';
 import type { RunResult } from '../../host/command-runner.js';
+import { argvTooLong } from '../argv-limit.js';
+import { withSizes } from '../exec-result.js';
 import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scripts.js';
 import { ExecChannelPool } from '../exec-channel/channel-pool.js';
 import type { ChannelOutcome } from '../exec-channel/types.js';
@@ -58,9 +60,12 @@ export class ContainerSandbox implements Sandbox {
     return `docker:${this.containerId.slice(0, 12)}`;
   }
 
-  /** Starts the exec channel for the container's default user in the background (no-op without channels). */
-  warm(): void {
-    this.channels?.warm();
+  /**
+   * Starts the exec channel for the container's default user; resolves when it is ready or has
+   * failed (calls then run plain). Immediate without channels.
+   */
+  warm(): Promise<void> {
+    return this.channels?.warm() ?? Promise.resolve();
   }
 
   /** Closes the exec channels (they also end with the container). */
@@ -70,6 +75,8 @@ export class ContainerSandbox implements Sandbox {
 
   async exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (cmd.length === 0) throw new Error('exec needs a command');
+    const tooLong = argvTooLong(cmd);
+    if (tooLong) return { success: false, returncode: 126, stdout: '', stderr: tooLong };
     const timeout = options.timeout;
     if (this.channels) {
       const o = await this.channels.exec(cmd, options, {
@@ -80,7 +87,7 @@ export class ContainerSandbox implements Sandbox {
         const stdout = o.stdout.toString('utf8');
         const stderr = o.stderr.toString('utf8');
         if (o.timedOut) throw new ExecTimeoutError(`Command timed out after ${timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr);
-        return { success: o.code === 0, returncode: o.code, stdout, stderr };
+        return withSizes({ success: o.code === 0, returncode: o.code, stdout, stderr }, o.stdoutTotal - o.stdout.length, o.stderrTotal - o.stderr.length, o.stdout.length, o.stderr.length);
       }
       if (o.kind === 'lost') return this.lost(o.reason);
     }
@@ -118,7 +125,7 @@ export class ContainerSandbox implements Sandbox {
     }
     this.checkDaemonError(r);
     const returncode = r.code ?? 137;
-    return { success: returncode === 0, returncode, stdout, stderr };
+    return withSizes({ success: returncode === 0, returncode, stdout, stderr }, r.stdoutDropped ?? 0, r.stderrDropped ?? 0, r.stdout.length, r.stderr.length);
   }
 
   async writeFile(path: string, contents: string | Uint8Array): Promise<void> {

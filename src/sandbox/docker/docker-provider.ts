@@ -194,10 +194,15 @@ export class DockerProvider implements SandboxProvider {
         };
         const sandboxOptions = { execChannel: this.options.execChannel, onNotice: notice };
         for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
-        // The agent's tool calls go to `default`: its exec channel starts now, while the policy
-        // gets going, instead of with the first call. Other services start theirs on first use.
-        (sandboxes.get('default') as ContainerSandbox | undefined)?.warm();
         this.live.set(sandboxes, state);
+        // The agent's tool calls go to `default`: its exec channel starts now, and the sample
+        // starts once it is ready, so the first call is as fast as the others. Started in the
+        // background instead, a policy calling at once raced it: that call either waited out
+        // the start (a docker exec plus the agent's probes) or ran as a docker exec competing
+        // with it for the CPU, either way slower than one docker exec (bench/first-call.ts).
+        // Other services start theirs on first use.
+        const warm = (sandboxes.get('default') as ContainerSandbox | undefined)?.warm();
+        if (warm) await abortable(warm, ctx.signal);
         return sandboxes;
       } catch (e) {
         lastError = e;
@@ -323,6 +328,20 @@ interface InspectedContainer {
   Id: string;
   Config?: { Labels?: Record<string, string> };
   State?: { Status?: string; ExitCode?: number; Health?: { Status?: string } };
+}
+
+/** Waits for `p`, or less when `signal` aborts first (the caller goes on; cleanup follows). */
+function abortable(p: Promise<void>, signal?: AbortSignal): Promise<void> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    signal.addEventListener('abort', done);
+    void p.then(done);
+  });
 }
 
 function slug(s: string): string {

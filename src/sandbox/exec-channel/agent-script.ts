@@ -48,6 +48,9 @@
  *           byte ranges (or `tail | head`) through /proc/$$/fd, so a command that empties /tmp
  *           cannot corrupt them. Nothing is started when a call wrote no stderr.
  * So a call costs one process start (two execs: setsid, the command) when its stderr is empty.
+The first batch is set up before the hello: it costs several process starts (~50-100 ms on a
+loaded 2-CPU host), which the first call would otherwise pay; a channel that said hello answers
+at once.
  * A reader that dies (the host's drain-grace kill, or a task's `pkill cat`) sends SIGCHLD,
  * trapped around the barrier so the open is interrupted, and the next call starts a fresh
  * batch. When the next FIFO is gone (a task emptied /tmp) the barrier waits for the reader to
@@ -171,6 +174,11 @@ ct_r() {
   fi
 }
 ct_k=32
+if ct_b; then
+  if [ "$ct_st" = stream ]; then ct_wchar "$ct_ra"; ct_o0=$ct_w; fi
+else
+  ct_k=32
+fi
 printf 'H 1 %s %s %s\\n' "$$" "\${ct_ss:--}" "$ct_st" >&5
 while :; do
   if ! IFS=' ' read -r ct_i ct_c ct_il ct_sl; then

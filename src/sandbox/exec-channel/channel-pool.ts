@@ -48,8 +48,10 @@ interface UserPool {
   idle: ExecChannel[];
   live: Set<ExecChannel>;
   starting: number;
-  /** Channels started ahead of any call (warm()) that no call has claimed yet. */
+  /** Channels started ahead of any call (warm()) that have not said hello yet. */
   warming: number;
+  /** The end of the last warm start. */
+  warmed?: Promise<void>;
   waiters: Waiter[];
   failures: number;
   disabled?: string;
@@ -94,15 +96,17 @@ export class ExecChannelPool {
 
   /**
    * Starts a channel for `user` ahead of the first call (a sample's sandbox does this for its
-   * default service as soon as it is up), so that call does not pay the agent's start-up. A
-   * call arriving meanwhile waits for this start instead of beginning another.
+   * default service, and sampleInit waits for it), so no call pays the agent's start-up. Calls
+   * arriving before it is ready run plain instead of waiting, and begin no other start. Resolves
+   * once the start has ended, either way (a failed start sends calls plain, as without it).
    */
-  warm(user?: string): void {
-    if (this.closing) return;
+  warm(user?: string): Promise<void> {
+    if (this.closing) return Promise.resolve();
     const pool = this.poolFor(user);
-    if (pool.disabled || pool.live.size + pool.starting > 0) return;
+    if (pool.disabled || pool.live.size + pool.starting > 0) return pool.warmed ?? Promise.resolve();
     pool.warming++;
-    this.spawn(pool, true);
+    pool.warmed = this.spawn(pool, true);
+    return pool.warmed;
   }
 
   /** Live channels per user, for tests and diagnostics. */
@@ -140,11 +144,11 @@ export class ExecChannelPool {
       this.idleTimers.delete(ch);
       return Promise.resolve(ch);
     }
+    // The warm start is not ready yet: this call goes plain (see warm()).
+    if (pool.warming > 0) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       const w: Waiter = { resolve };
-      if (pool.warming > 0) {
-        pool.warming--;
-      } else if (pool.live.size + pool.starting < this.max) {
+      if (pool.live.size + pool.starting < this.max) {
         this.spawn(pool, false);
       } else {
         w.timer = setTimeout(() => {
@@ -157,13 +161,13 @@ export class ExecChannelPool {
     });
   }
 
-  /** Starts a channel; `warm` when no call waits for it yet (a call may claim it meanwhile). */
-  private spawn(pool: UserPool, warm: boolean): void {
+  /** Starts a channel; `warm` when no call waits for it (warm()). Resolves when the start has ended. */
+  private spawn(pool: UserPool, warm: boolean): Promise<void> {
     pool.starting++;
-    ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
+    return ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
       (ch) => {
         pool.starting--;
-        if (warm && pool.warming > 0) pool.warming--;
+        if (warm) pool.warming--;
         if (this.closing) return ch.close();
         pool.live.add(ch);
         ch.onClosed(() => this.onClosed(pool, ch));
@@ -171,9 +175,8 @@ export class ExecChannelPool {
       },
       (e: unknown) => {
         pool.starting--;
-        // An unclaimed warm start had no waiter: nobody is to be sent plain.
-        const unclaimed = warm && pool.warming > 0;
-        if (unclaimed) pool.warming--;
+        // A warm start had no waiter: nobody is to be sent plain.
+        if (warm) pool.warming--;
         // Starts cut short by close() (the container going away with the sample) are no failures.
         if (this.closing) return;
         const reason = (e as Error).message;
@@ -181,7 +184,7 @@ export class ExecChannelPool {
         // no retry for that user; other users may still work.
         if ((e instanceof ChannelStartError && e.kind === 'image') || ++pool.failures >= MAX_FAILURES) this.disableUser(pool, reason);
         // The waiter this start was for runs plain; others keep waiting for busy channels.
-        const i = unclaimed ? -1 : pool.waiters.findIndex((w) => !w.timer);
+        const i = warm ? -1 : pool.waiters.findIndex((w) => !w.timer);
         if (i >= 0) this.settle(pool.waiters.splice(i, 1)[0]!, undefined);
       },
     );

@@ -1,8 +1,9 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtemp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import {
+  ConfigError,
   ExecTimeoutError,
   OutputLimitExceededError,
   SandboxFileNotFoundError,
@@ -10,6 +11,8 @@ import {
   SandboxPermissionError,
 } from '../../errors.js';
 import { TailBuffer } from '../../host/tail-buffer.js';
+import { argvTooLong } from '../argv-limit.js';
+import { withSizes } from '../exec-result.js';
 import {
   EXEC_OUTPUT_LIMIT,
   READ_FILE_LIMIT,
@@ -24,8 +27,42 @@ import {
 } from '../types.js';
 
 /**
- * A temporary directory on this machine per sample, no isolation at all: for tests and for
- * trusted tasks. Relative paths resolve inside the directory; commands run with it as cwd.
+ * Policies whose commands come from the user, not from a model: `test` runs fixed commands,
+ * `replay` the calls of a trajectory file the user chose. Every other policy (honest, attack,
+ * obvious-attack, a `module:export` policy) is an untrusted agent writing its own commands.
+ */
+const USER_DRIVEN_POLICIES: readonly string[] = ['test', 'replay'];
+
+/**
+ * Decides whether a run may use `--sandbox local`, whose commands run on this machine with no
+ * isolation, as the invoking user. Returns the warning every such run prints (undefined for
+ * other sandboxes); throws a ConfigError (exit 2) for a model policy unless `unsafeLocal`
+ * (`--unsafe-local`) says the user accepts it.
+ */
+export function checkLocalSandbox(sandbox: string, policy: string, unsafeLocal: boolean): string | undefined {
+  if (sandbox !== 'local') {
+    if (unsafeLocal) throw new ConfigError('--unsafe-local only applies to --sandbox local');
+    return undefined;
+  }
+  const who = `${userInfo().username} (uid ${process.getuid?.() ?? '?'})`;
+  if (!USER_DRIVEN_POLICIES.includes(policy) && !unsafeLocal) {
+    throw new ConfigError(
+      `--sandbox local runs the agent's commands directly on this machine as ${who}, with no isolation, ` +
+        `and policy ${policy} lets a model write those commands. Use --sandbox docker (the default), ` +
+        'or add --unsafe-local if you accept that the agent can read and change anything you can.',
+    );
+  }
+  return (
+    `--sandbox local is not isolated: the agent's commands run directly on this machine as ${who} ` +
+    'and can read and change anything that user can.'
+  );
+}
+
+/**
+ * A temporary directory on this machine per sample, no isolation at all: commands run as the
+ * invoking user with the host's files, network and processes in reach. For tests and trusted
+ * tasks only (see checkLocalSandbox). Relative paths resolve inside the directory; commands run
+ * with it as cwd.
  */
 export class LocalProvider implements SandboxProvider {
   readonly name = 'local';
@@ -71,6 +108,8 @@ export class LocalSandbox implements Sandbox {
   }
 
   exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    const tooLong = argvTooLong(cmd);
+    if (tooLong) return Promise.resolve({ success: false, returncode: 126, stdout: '', stderr: tooLong });
     const ids = options.user ? userIds(options.user) : undefined;
     return new Promise((resolvePromise, reject) => {
       const child = spawn(cmd[0]!, cmd.slice(1), {
@@ -107,14 +146,16 @@ export class LocalSandbox implements Sandbox {
       });
       child.on('close', (code, signal) => {
         if (timer) clearTimeout(timer);
-        const stdout = out.toBuffer().toString('utf8');
-        const stderr = err.toBuffer().toString('utf8');
+        const outBuf = out.toBuffer();
+        const errBuf = err.toBuffer();
+        const stdout = outBuf.toString('utf8');
+        const stderr = errBuf.toString('utf8');
         if (timedOut) {
           reject(new ExecTimeoutError(`Command timed out after ${options.timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr));
           return;
         }
         const returncode = code ?? 128 + (signal ? 9 : 0);
-        resolvePromise({ success: returncode === 0, returncode, stdout, stderr });
+        resolvePromise(withSizes({ success: returncode === 0, returncode, stdout, stderr }, out.dropped, err.dropped, outBuf.length, errBuf.length));
       });
       if (options.input !== undefined) child.stdin.end(options.input);
       else child.stdin.end();
