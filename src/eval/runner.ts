@@ -1,10 +1,9 @@
-import { createHash } from 'node:crypto';
 import { errorMessage } from '../errors.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
-import { shortUuid } from '../log/ids.js';
-import { computeEvalResults, linuxScorerSpec, totalModelUsage } from '../log/metrics.js';
+import { shortUuid, stableShortId } from '../log/ids.js';
+import { linuxScorerSpec } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
-import { EVAL_CONFIG_DEFAULTS, type EvalLog, type EvalSample, type EvalSpec, type EvalStatus } from '../log/types.js';
+import { EVAL_CONFIG_DEFAULTS, type EvalLog, type EvalSpec, type EvalStatus } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
 import type { SandboxProvider } from '../sandbox/types.js';
 import type { Sample } from '../tasks/types.js';
@@ -50,7 +49,6 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
   const work: Array<{ sample: Sample; epoch: number }> = [];
   for (let epoch = 1; epoch <= o.epochs; epoch++) for (const sample of o.samples) work.push({ sample, epoch });
   const finished: RunEvalResult['samples'] = [];
-  const written: EvalSample[] = [];
   let runError: string | undefined;
   o.progress.start(work.length);
   try {
@@ -66,7 +64,6 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
         o.progress.sampleStarted(sample.id, epoch);
         const result = await runSample({ sample, epoch, provider: o.provider, policy: o.policy, options: o.sampleOptions, signal: o.signal });
         await writer.addSample(result);
-        written.push(result);
         const score = result.scores?.[SCORER_NAME]?.value as Record<string, string> | undefined;
         const row = { id: sample.id, epoch, scores: score, error: result.error?.message, seconds: result.total_time ?? 0 };
         finished.push(row);
@@ -82,12 +79,11 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
   }
   const failed = finished.some((f) => f.error);
   const status: EvalStatus = o.signal.aborted ? 'cancelled' : runError || (failed && o.failOnError) ? 'error' : 'success';
-  const { results, reductions } = computeEvalResults(written, { totalSamples: work.length });
+  // The writer accumulates results and model usage as samples land: no sample is kept here.
   const header = await writer.finish({
     status,
-    results,
-    ...(reductions.length ? { reductions } : {}),
-    stats: { started_at: startedAt, completed_at: isoTimestamp(), ...totalModelUsage(written), connection_limit_history: [] },
+    totalSamples: work.length,
+    stats: { started_at: startedAt, completed_at: isoTimestamp(), connection_limit_history: [] },
     ...(runError
       ? { error: { message: runError, traceback: runError, traceback_ansi: runError } }
       : failed && o.failOnError
@@ -100,10 +96,7 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
 function evalSpec(o: RunEvalOptions): EvalSpec {
   const sampleIds = o.samples.map((s) => s.id);
   // Stable across re-runs of the same selection, so Inspect's tooling sees one task.
-  const taskId = createHash('sha256')
-    .update(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policy.name, o.policyArgs]))
-    .digest('base64url')
-    .slice(0, 22);
+  const taskId = stableShortId(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policy.name, o.policyArgs]));
   return {
     eval_id: shortUuid(),
     run_id: shortUuid(),

@@ -45,26 +45,17 @@ export interface ZipEntry {
   dosDate: number;
 }
 
-const nodeCrc32 = (zlib as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
-let crcTable: Uint32Array | undefined;
+const nodeCrc32 = (zlib as { crc32?: (data: Uint8Array | string, value?: number) => number }).crc32;
 
-/** CRC-32 as zip uses it; node's zlib.crc32 when present (Node >= 20.15), else a table. */
-export function crc32(data: Uint8Array): number {
-  if (nodeCrc32) return nodeCrc32(data) >>> 0;
-  crcTable ??= buildCrcTable();
-  let crc = 0xffffffff;
-  for (let i = 0; i < data.length; i++) crc = crcTable[(crc ^ data[i]!) & 0xff]! ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
-}
-
-function buildCrcTable(): Uint32Array {
-  const table = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
+/**
+ * CRC-32 as zip uses it, from node's zlib (Node >= 20.15). `previous` continues a running CRC
+ * over data given in chunks.
+ */
+export function crc32(data: Uint8Array, previous = 0): number {
+  if (!nodeCrc32) {
+    throw new Error(`this Node (${process.version}) has no zlib.crc32, which ct needs to write logs; use Node >= 20.15`);
   }
-  return table;
+  return nodeCrc32(data, previous) >>> 0;
 }
 
 /** MS-DOS time and date fields (local time, 2-second resolution, years 1980-2107). */
