@@ -1,7 +1,7 @@
 /**
  * The parts of the zip format (PKWARE APPNOTE.TXT) that `.eval` logs use: local file headers,
  * central directory records, the end-of-central-directory record and its ZIP64 forms. Shared by
- * the appender and the reader.
+ * the appender and the reader (which reads through yauzl).
  */
 import * as zlib from 'node:zlib';
 
@@ -16,8 +16,6 @@ export const CENTRAL_HEADER_SIZE = 46;
 export const EOCD_SIZE = 22;
 export const ZIP64_EOCD_SIZE = 56;
 export const ZIP64_LOCATOR_SIZE = 20;
-/** An EOCD may be followed by a comment of up to 65535 bytes. */
-export const MAX_EOCD_SEARCH = EOCD_SIZE + 0xffff;
 
 export const METHOD_STORED = 0;
 export const METHOD_DEFLATE = 8;
