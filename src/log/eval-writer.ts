@@ -28,7 +28,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringifyInspectJson } from './inspect-json.js';
-import { ResultsAccumulator, UsageAccumulator } from './metrics.js';
+import { ResultsAccumulator, UsageAccumulator, type ScoredSample, type UsageHolder } from './metrics.js';
 import { sampleSummary } from './sample-summary.js';
 import {
   LOG_SCHEMA_VERSION,
@@ -44,7 +44,7 @@ import {
   type EvalStatus,
   type LogStart,
 } from './types.js';
-import { ZipAppender, prepareZipEntry, prepareZipEntryFromChunks } from './zip-appender.js';
+import { ZipAppender, prepareZipEntry, prepareZipEntryFromChunks, type PreparedEntry } from './zip-appender.js';
 
 export const START_MEMBER = '_journal/start.json';
 export const SUMMARY_JOURNAL_DIR = '_journal/summaries';
@@ -182,14 +182,27 @@ export class EvalLogWriter {
    * (`DuplicateSampleError`).
    */
   addSample(sample: EvalSample): Promise<void> {
-    const done = this.addSampleNow(sample);
-    this.inFlight.add(done);
-    const forget = () => this.inFlight.delete(done);
-    done.then(forget, forget);
-    return done;
+    return this.track(this.addSampleNow(sample));
+  }
+
+  /**
+   * Adds a sample already compressed as its zip member (e.g. copied unchanged from another log),
+   * with its summary, which feeds the results and usage. Same rules as `addSample`.
+   */
+  addSampleEntry(entry: PreparedEntry, summary: EvalSampleSummary): Promise<void> {
+    return this.track(this.addEntryNow(summary, async () => entry, summary));
   }
 
   private async addSampleNow(sample: EvalSample): Promise<void> {
+    await this.addEntryNow(sample, () => prepareZipEntry(sampleMemberName(sample.id, sample.epoch), stringifyInspectJson(sample)), sampleSummary(sample), sample);
+  }
+
+  private async addEntryNow(
+    sample: { id: string | number; epoch: number },
+    prepare: () => Promise<PreparedEntry>,
+    summary: EvalSampleSummary,
+    scored: ScoredSample & UsageHolder = summary,
+  ): Promise<void> {
     this.assertOpen(`add sample ${sample.id}`);
     const id = String(sample.id);
     if (id.includes('/') || id.includes('_epoch_')) {
@@ -200,18 +213,25 @@ export class EvalLogWriter {
     const key = `${id}\u0000${sample.epoch}`;
     if (this.keys.has(key)) throw new DuplicateSampleError(`sample ${id} epoch ${sample.epoch} is already in ${this.path}`);
     this.keys.add(key);
-    const entry = await prepareZipEntry(sampleMemberName(sample.id, sample.epoch), stringifyInspectJson(sample));
-    const summary = sampleSummary(sample);
+    const entry = await prepare();
+    if (entry.name !== sampleMemberName(sample.id, sample.epoch)) throw new RangeError(`member ${entry.name} does not hold sample ${id} epoch ${sample.epoch}`);
     await this.serialised(async () => {
       if (this.state === 'finished' || this.state === 'closed') throw new Error(`log ${this.path} is ${this.state}; sample ${id} not written`);
       await this.zip.appendMembers([entry]);
       this.sampleCount += 1;
-      this.resultsSoFar.add(sample);
-      this.usage.add(sample);
+      this.resultsSoFar.add(scored);
+      this.usage.add(scored);
       this.pendingSummaries.push(summary);
       if (Date.now() - this.lastCheckpoint >= this.checkpointMs) await this.checkpoint();
       else this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), this.checkpointMs - (Date.now() - this.lastCheckpoint)).unref();
     });
+  }
+
+  private track(done: Promise<void>): Promise<void> {
+    this.inFlight.add(done);
+    const forget = () => this.inFlight.delete(done);
+    done.then(forget, forget);
+    return done;
   }
 
   /** Takes a checkpoint now: every sample added so far becomes visible to readers. */

@@ -168,7 +168,7 @@ export class ResultsAccumulator {
   }
 }
 
-type UsageHolder = { model_usage?: Record<string, ModelUsage>; role_usage?: Record<string, ModelUsage> };
+export type UsageHolder = { model_usage?: Record<string, ModelUsage>; role_usage?: Record<string, ModelUsage> };
 
 /** Sums `model_usage` and `role_usage` over samples, for `EvalStats`. */
 export function totalModelUsage(samples: Iterable<UsageHolder>): {
