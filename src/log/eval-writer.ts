@@ -18,6 +18,8 @@
  * checkpoint costs O(samples so far) (the directory), so a bounded rate keeps it a small, fixed
  * share of a run at any size. What a crash can lose: the samples added in the last
  * `checkpointSeconds`; the log then reads as `started` with every sample up to the last checkpoint.
+ * (A move of the zip directory, when the gap before it fills, also shows the samples written
+ * before it, possibly ahead of their summary journal: readers take samples from their members.)
  *
  * Results, reductions and model usage accumulate as samples are added (metrics.ts), so `finish`
  * fills them in without the caller keeping the samples. An (id, epoch) added twice is refused.

@@ -18,7 +18,8 @@
  * of file: either over the old directory (when the gap has room left) or further on after a fresh
  * gap. The gap is sized from the directory (at least 1 MiB, at least twice the directory), so
  * moving the directory happens at a rate that amortises its O(members) cost to O(1) per member.
- * The caller decides how often to checkpoint (the eval writer does it at a bounded rate); each
+ * A move is itself a checkpoint of the members written before it. The caller decides how often to
+ * checkpoint (the eval writer does it at a bounded rate); each
  * checkpoint costs O(members), so a fixed-interval checkpoint is cheap per member at any size.
  *
  * Why it is crash-safe: every write either lands in dead space (members into the gap) or replaces
