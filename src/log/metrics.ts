@@ -72,8 +72,8 @@ interface IdState {
   allKeys: boolean;
   /** Per key present in a dict value: the sum and count of its numeric values. */
   keys: Map<string, { sum: number; count: number }>;
-  /** The first score that gave a value, for the reduction's answer and explanation. */
-  first?: Score;
+  /** The answer and explanation of the first score that gave a value, for the reduction. */
+  first?: Pick<Score, 'answer' | 'explanation'>;
 }
 
 /**
@@ -109,7 +109,7 @@ export class ResultsAccumulator {
       if (number !== undefined) {
         stats.sum += number;
         stats.count += 1;
-        state.first ??= score;
+        state.first ??= { answer: score.answer, explanation: score.explanation };
       }
     }
   }

@@ -23,9 +23,15 @@
  * checkpoint costs O(members), so a fixed-interval checkpoint is cheap per member at any size.
  *
  * Why it is crash-safe: every write either lands in dead space (members into the gap) or replaces
- * the file's tail with a new directory and end record in one write reaching the new end of file
- * (a killed process cannot interrupt a single write to a regular file half-way). So a killed
- * writer leaves the zip of its last checkpoint; members written after it are lost to readers.
+ * the file's tail with a new directory and end record in one write reaching the new end of file.
+ * So a killed writer leaves the zip of its last checkpoint; members written after it are lost to
+ * readers. A write can be cut short only by a fatal signal (SIGKILL), and then keeps a prefix: a
+ * checkpoint over the old directory is still safe, since the new directory begins with the old
+ * one's records byte for byte (records are only appended) and the old end record stays last; a
+ * move past the end of file is not (its torn tail has no end record), but moves are rare (when the
+ * gap fills: a few per megabyte of members at first, then geometrically fewer) and small (the
+ * directory only). The former design rewrote the directory over itself after every member, with
+ * the same exposure on every write.
  * `finish` compacts: the last members and directory go right after the last member, and the file
  * is truncated (when that fits before the old directory, which is intact until the truncate) or
  * padded to reach the old end of file (dead bytes at most the old directory's size).
@@ -267,10 +273,10 @@ export class ZipAppender {
     if (!truncate && compactEnd < this.fileSize) directoryStart += this.fileSize - compactEnd;
     const end = endRecords(this.records.size, directory.length, directoryStart, directoryStart + directory.length);
     const padding = directoryStart - (this.fill + bytes.length);
-    const buffer = Buffer.concat([bytes, Buffer.alloc(padding), directory, end]);
+    const parts = [bytes, Buffer.alloc(padding), directory, end];
     await this.guarded(async () => {
-      await writeFully(this.handle, buffer, this.fill);
-      const fileEnd = this.fill + buffer.length;
+      await writeFully(this.handle, parts, this.fill);
+      const fileEnd = this.fill + parts.reduce((n, p) => n + p.length, 0);
       if (fileEnd < this.fileSize) await this.handle.truncate(fileEnd);
       this.fileSize = fileEnd;
     });
@@ -307,14 +313,14 @@ export class ZipAppender {
 
   private async checkpointAt(at: number, directory: Buffer): Promise<void> {
     const end = endRecords(this.records.size, directory.length, at, at + directory.length);
-    const buffer = Buffer.concat([directory, end]);
+    const length = directory.length + end.length;
     await this.guarded(async () => {
-      await writeFully(this.handle, buffer, at);
+      await writeFully(this.handle, [directory, end], at);
       // Only a replacement of members can make the directory shorter than the tail it replaces.
-      if (at + buffer.length < this.fileSize) await this.handle.truncate(at + buffer.length);
+      if (at + length < this.fileSize) await this.handle.truncate(at + length);
     });
     this.directoryOffset = at;
-    this.fileSize = at + buffer.length;
+    this.fileSize = at + length;
     this.written = 0;
   }
 
@@ -328,8 +334,9 @@ export class ZipAppender {
     }
   }
 
+  /** A view, not a copy (a copy per checkpoint is megabytes of garbage at 100,000 members). */
   private directoryBytes(): Buffer {
-    return Buffer.from(this.directory.subarray(0, this.directoryLength));
+    return this.directory.subarray(0, this.directoryLength);
   }
 
   private encodeMembers(prepared: readonly PreparedEntry[], start: number): { bytes: Buffer; records: Array<{ name: string; record: Buffer }> } {
@@ -486,7 +493,11 @@ function endRecords(count: number, directorySize: number, directoryOffset: numbe
   return Buffer.concat([record, locator, end]);
 }
 
-async function writeFully(handle: FileHandle, buffer: Uint8Array, position: number): Promise<void> {
+/** Writes the parts in order from `position`, in one positional write (see the top of this file). */
+async function writeFully(handle: FileHandle, parts: Uint8Array | Uint8Array[], position: number): Promise<void> {
+  // One buffer: a single pwrite cannot be cut in two by a killed process, which the crash-safety
+  // argument relies on (writev may be split by the kernel into several writes at page boundaries).
+  const buffer = Array.isArray(parts) ? Buffer.concat(parts) : parts;
   let written = 0;
   while (written < buffer.length) {
     const { bytesWritten } = await handle.write(buffer, written, buffer.length - written, position + written);
