@@ -81,7 +81,7 @@ let inspectBinary: string | undefined;
 let engineOverride: string | null | undefined;
 
 /** The `inspect` script next to the python3 that has inspect_ai (skipping shell shims). */
-function inspectBin(): string {
+export function inspectBin(): string {
   inspectBinary ??= execFileSync('python3', ['-c', 'import os, sys; print(os.path.join(os.path.dirname(sys.executable), "inspect"))'], {
     encoding: 'utf8',
   }).trim();

@@ -4,14 +4,20 @@
  *               one-service and three-service (healthcheck) environments;
  *   throughput  S samples × 20 calls at concurrency 1, 4, 8: samples/min and CPU seconds;
  *   remote      exec latency over SSH (loopback sshd): ct's SSH sandbox vs `ssh host docker exec`;
- *   sandbox API bench/sandbox-overhead.js, folded in.
+ *   sandbox API bench/sandbox-overhead.js, folded in;
+ *   scale       a run's cost against its size: 100 / 1,000 / 10,000 / 100,000 samples of
+ *               `--sandbox local --policy test` (per-sample CPU, its ratio to 100 samples, peak
+ *               RSS, log size) beside Inspect (mockllm, no sandbox) up to 1,000 samples; and a
+ *               merge of 10,000 one-sample logs into one (time, peak RSS).
  * Prints one markdown table (median [min–max] over repetitions, ratios ct/Inspect and ct/raw)
- * with the configuration that produced it; writes the raw numbers (JSON) and a PNG chart.
+ * with the configuration that produced it; writes the raw numbers (JSON) and an SVG chart.
  *
  * Usage: node dist/bench/run.js [--quick] [--out-dir DIR] [--sections a,b] [--reps N]
  *          [--throughput-samples S] [--throughput-reps N] [--raw-throughput] [--keep]
  * Full run (defaults): 5 repetitions of latency (N = 1, 20, 100) and remote, 1 run of
- * throughput (40 samples per concurrency and system), ~30-35 min on 2 cores. --quick:
+ * throughput (40 samples per concurrency and system), ~30-35 min on 2 cores, plus the scale
+ * section (the 100,000-sample run alone takes ~10-20 min). --quick: scale at 100 and 1,000
+ * samples (Inspect at 100) and a merge of 1,000 logs;
  * 1 repetition, N = 1 and 20, 4 samples for throughput, 5-9 min (seven `inspect eval` processes
  * at ~15 s of start-up each set the floor); CI runs it (test/bench/bench-quick.test.ts).
  */
@@ -21,18 +27,19 @@ import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { INSPECT_MIN_ENGINE, REPO_ROOT, inspectEngineOverride, inspectSubprocesses } from './orchestrators.js';
-import { renderChart, type Panel } from './png-chart.js';
+import { renderChart, type Panel } from './svg-chart.js';
 import { SYSTEMS, renderTable, type Row } from './report.js';
 import { latencySection, type LatencyProcess, type LatencySample } from './section-latency.js';
 import { remoteSection } from './section-remote.js';
 import { sandboxApiSection } from './section-sandbox-api.js';
+import { scaleSection, type MergeRun, type ScaleRun } from './section-scale.js';
 import { throughputSection, type ThroughputRun } from './section-throughput.js';
 import { spread } from './stats.js';
 import { targetLines } from './targets.js';
 import { BIG_OUTPUT_BYTES } from './trajectory.js';
 import { createWorkspace } from './workspace.js';
 
-const SECTIONS = ['latency', 'throughput', 'remote', 'sandbox-api'] as const;
+const SECTIONS = ['latency', 'throughput', 'remote', 'sandbox-api', 'scale'] as const;
 
 class UsageError extends Error {}
 type Section = (typeof SECTIONS)[number];
@@ -44,6 +51,7 @@ export interface BenchPlan {
   reps: number;
   throughput: { concurrency: number[]; samples: number; calls: number; reps: number; raw: boolean };
   remote: { calls: number; reps: number };
+  scale: { sizes: number[]; inspectMax: number; mergeInputs: number };
 }
 
 function plan(argv: string[]): { plan: BenchPlan; outDir: string; keep: boolean } {
@@ -85,6 +93,8 @@ function plan(argv: string[]): { plan: BenchPlan; outDir: string; keep: boolean 
         raw: values['raw-throughput']!,
       },
       remote: { calls: 10, reps },
+      // --quick stays short for CI: at most 1,000 samples, Inspect at 100 only.
+      scale: quick ? { sizes: [100, 1000], inspectMax: 100, mergeInputs: 1000 } : { sizes: [100, 1000, 10_000, 100_000], inspectMax: 1000, mergeInputs: 10_000 },
     },
     outDir: values['out-dir'] ?? join(REPO_ROOT, 'bench', 'results'),
     keep: values.keep!,
@@ -124,11 +134,12 @@ function configuration(p: BenchPlan): string[] {
     `- latency: N = ${p.latencyNs.join(', ')}; ${p.reps} repetition(s) = ${p.reps} samples run one after another (ct and Inspect: one eval of ${p.reps} epochs at concurrency 1 per configuration; raw: ${p.reps} samples), systems in rotating order; cells are median [min–max] over the samples of each sample's figure; init/cleanup from ct's log events (sample_init -> first tool call; score -> sample completed) and Inspect's sandbox sample_init/sample_cleanup, timed by the task file; start-up/wind-down rows are per process, over the ${p.latencyNs.length * 2} processes of each orchestrator`,
     `- throughput: ${p.throughput.samples} samples (epochs) × ${p.throughput.calls} calls, 1 service, concurrency ${p.throughput.concurrency.join('/')}, ${p.throughput.reps} run(s) per cell${p.throughput.reps === 1 ? ' (one run each: Inspect alone needs ~7 min for 40 samples at concurrency 1 here, so repetitions do not fit the ~30 min budget; --throughput-reps N adds them)' : ''}; samples/min over the whole process (start to exit); CPU = user+sys of the orchestrator's process tree (wait4 accounting via /proc/self/stat cutime+cstime); Engine CPU = dockerd+containerd meanwhile (a shared Engine: it counts any other client's load too)${p.throughput.raw ? '; raw = this process + its docker CLIs' : '; raw floor not run (--raw-throughput)'}`,
     `- remote: ${p.remote.calls} echo calls per repetition, ${p.remote.reps} repetition(s)`,
+    `- scale: \`ct run eval --sandbox local --policy test --task-file demo --epochs N/4 --max-samples 8\` at N = ${p.scale.sizes.join(', ')}; per-sample CPU = the ct process's own user+sys (its scorer/setup children excluded) / N; Inspect: a generated task of N samples, \`--model mockllm/model --max-samples 8\`, no sandbox, CPU and peak RSS from /usr/bin/time, run up to ${p.scale.inspectMax} samples; merge: ${p.scale.mergeInputs} one-sample logs written by ct's writer, merged in a separate process`,
   ];
 }
 
 function chartPanels(rows: Row[]): Panel[] {
-  const colors = { ct: [31, 119, 180], inspect: [255, 127, 14], raw: [127, 127, 127] } as const;
+  const colors = { ct: '#1f77b4', inspect: '#ff7f0e', raw: '#7f7f7f' } as const;
   const names = { ct: 'ct', inspect: 'Inspect', raw: 'raw docker' } as const;
   const pick = (section: string, metric: string, title: string, short: (config: string) => string): Panel | undefined => {
     const rs = rows.filter((r) => r.section === section && r.metric === metric && SYSTEMS.some((s) => r.values[s]?.length));
@@ -138,7 +149,7 @@ function chartPanels(rows: Row[]): Panel[] {
       groups: rs.map((r) => short(r.config)),
       series: SYSTEMS.map((s) => ({
         name: names[s],
-        color: [...colors[s]] as [number, number, number],
+        color: colors[s],
         bars: rs.map((r) => (r.values[s]?.length ? spread(r.values[s]!) : undefined)),
       })),
     };
@@ -153,6 +164,7 @@ function chartPanels(rows: Row[]): Panel[] {
     pick('throughput', 'samples per minute', 'Throughput, samples per minute', shortTp),
     pick('throughput', 'orchestrator CPU (user+sys), s', 'Orchestrator CPU seconds per run', shortTp),
     pick('remote (SSH)', 'exec (`echo`) median, ms', 'Exec over SSH, ms (raw = ssh per call)', () => 'loopback sshd'),
+    pick('scale', 'orchestrator CPU per sample, ms', 'Orchestrator CPU per sample by run size, ms', (c) => c.replace(/ samples.*/, '')),
   ].filter((p): p is Panel => p !== undefined);
 }
 
@@ -165,7 +177,11 @@ async function main(): Promise<void> {
   log(`bench workspace: ${ws.dir}`);
   const rows: Row[] = [];
   const notes: string[] = [];
-  const raw: { latency?: { samples: LatencySample[]; processes: LatencyProcess[] }; throughput?: ThroughputRun[] } = {};
+  const raw: {
+    latency?: { samples: LatencySample[]; processes: LatencyProcess[] };
+    throughput?: ThroughputRun[];
+    scale?: { runs: ScaleRun[]; merge: MergeRun };
+  } = {};
   const timings: Record<string, number> = {};
   try {
     for (const section of p.sections) {
@@ -183,6 +199,10 @@ async function main(): Promise<void> {
         const r = await remoteSection(ws, { ...p.remote, log });
         rows.push(...r.rows);
         if (r.note) notes.push(r.note);
+      } else if (section === 'scale') {
+        const r = await scaleSection(ws, { ...p.scale, log });
+        rows.push(...r.rows);
+        raw.scale = { runs: r.runs, merge: r.merge };
       } else {
         const r = await sandboxApiSection(p.quick);
         rows.push(...r.rows);
@@ -214,9 +234,9 @@ async function main(): Promise<void> {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const jsonFile = join(outDir, `${stem}-${stamp}.json`);
   writeFileSync(jsonFile, JSON.stringify({ plan: p, configuration: config, inspectSubprocesses: p.throughput.concurrency.map(inspectSubprocesses), timings, totalS, rows, targets, notes, runs: raw }, null, 2));
-  const png = join(outDir, `${stem}.png`);
-  writeFileSync(png, renderChart(`ct vs Inspect vs raw docker${p.quick ? ' (quick)' : ''}: median, whiskers min-max`, chartPanels(rows)));
-  log(`wrote ${jsonFile} and ${png}`);
+  const svg = join(outDir, `${stem}.svg`);
+  writeFileSync(svg, renderChart(`ct vs Inspect vs raw docker${p.quick ? ' (quick)' : ''}: median, whiskers min-max`, chartPanels(rows)));
+  log(`wrote ${jsonFile} and ${svg}`);
 }
 
 main().catch((e) => {

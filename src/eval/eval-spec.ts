@@ -3,8 +3,7 @@
  * The local runner writes them at the start of its log; the fleet controller writes the same into
  * the merged log, and a fleet worker into each one-sample log, so all three describe a run alike.
  */
-import { createHash } from 'node:crypto';
-import { shortUuid } from '../log/ids.js';
+import { shortUuid, stableShortId } from '../log/ids.js';
 import { linuxScorerSpec } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import { EVAL_CONFIG_DEFAULTS, type EvalPlan, type EvalSpec } from '../log/types.js';
@@ -36,10 +35,7 @@ export interface EvalSpecInput {
 export function evalSpec(o: EvalSpecInput): EvalSpec {
   const sampleIds = o.samples.map((s) => s.id);
   // Stable across re-runs of the same selection, so Inspect's tooling sees one task.
-  const taskId = createHash('sha256')
-    .update(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policyName, o.policyArgs]))
-    .digest('base64url')
-    .slice(0, 22);
+  const taskId = stableShortId(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policyName, o.policyArgs]));
   return {
     eval_id: shortUuid(),
     run_id: shortUuid(),

@@ -1,6 +1,5 @@
 import { errorMessage } from '../errors.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
-import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalLog, EvalSample, EvalStatus } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
@@ -104,7 +103,6 @@ function* sampleEpochs(samples: readonly Sample[], epochs: number): Generator<Po
 
 /** The run's `.eval` log: every use of the log writer by the local runner is here. */
 class RunLog {
-  private readonly written: EvalSample[] = [];
   private finishing?: Promise<EvalLog>;
 
   private constructor(
@@ -141,7 +139,6 @@ class RunLog {
     // After a forced stop finished the log, samples still landing are not written.
     if (this.finishing) return;
     await this.writer.addSample(sample);
-    this.written.push(sample);
   }
 
   /** Writes the header once; a second call (a forced stop racing the end of the run) gets the first's. */
@@ -151,13 +148,12 @@ class RunLog {
   }
 
   private finishNow(status: Exclude<EvalStatus, 'started'>, finished: readonly FinishedSample[], runError?: string): Promise<EvalLog> {
-    const { results, reductions } = computeEvalResults(this.written, { totalSamples: this.total });
+    // The writer accumulates results and model usage as samples land: no sample is kept here.
     const failed = finished.filter((f) => f.error).length;
     return this.writer.finish({
       status,
-      results,
-      ...(reductions.length ? { reductions } : {}),
-      stats: { started_at: this.startedAt, completed_at: isoTimestamp(), ...totalModelUsage(this.written), connection_limit_history: [] },
+      totalSamples: this.total,
+      stats: { started_at: this.startedAt, completed_at: isoTimestamp(), connection_limit_history: [] },
       ...(runError
         ? { error: { message: runError, traceback: runError, traceback_ansi: runError } }
         : failed && this.failOnError

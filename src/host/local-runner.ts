@@ -4,11 +4,11 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { CommandRunner, RunOptions, RunResult, RunningProcess } from './command-runner.js';
-import { TailBuffer } from './tail-buffer.js';
+import { spawnHelper } from './spawn-helper.js';
 
 const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
 
-/** Runs programs on this machine with child_process.spawn (no shell). */
+/** Runs programs on this machine (no shell): short ones through the spawn helper, long-lived ones with child_process.spawn. */
 export class LocalRunner implements CommandRunner {
   readonly target = 'local';
   readonly scratchDir: string;
@@ -27,55 +27,29 @@ export class LocalRunner implements CommandRunner {
     await rm(path, { force: true });
   }
 
-  run(argv: string[], options: RunOptions = {}): Promise<RunResult> {
-    return new Promise((resolve, reject) => {
-      const [file, ...args] = argv;
-      const child = spawn(file!, args, {
-        stdio: ['pipe', 'pipe', 'pipe'],
-        env: options.env ? { ...process.env, ...options.env } : process.env,
-      });
-      const limit = options.maxOutput ?? DEFAULT_MAX_OUTPUT;
-      const out = new TailBuffer(limit);
-      const err = new TailBuffer(limit);
-      let timedOut = false;
-      let timer: NodeJS.Timeout | undefined;
-      const onAbort = () => child.kill('SIGKILL');
-      if (options.timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          timedOut = true;
-          child.kill('SIGKILL');
-        }, options.timeoutMs);
-      }
-      // A listener added to an already aborted signal never fires.
-      if (options.signal?.aborted) onAbort();
-      else options.signal?.addEventListener('abort', onAbort, { once: true });
-      child.stdout.on('data', (c: Buffer) => out.push(c));
-      child.stderr.on('data', (c: Buffer) => err.push(c));
-      child.stdin.on('error', () => {
-        // The program may exit without reading its input (EPIPE); its exit code tells the story.
-      });
-      child.on('error', (e) => {
-        if (timer) clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        reject(e);
-      });
-      child.on('close', (code) => {
-        if (timer) clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        resolve({
-          code,
-          stdout: out.toBuffer(),
-          stderr: err.toBuffer(),
-          timedOut,
-          stdoutTruncated: out.truncated,
-          stderrTruncated: err.truncated,
-          stdoutDropped: out.dropped,
-          stderrDropped: err.dropped,
-        });
-      });
-      if (options.input !== undefined) child.stdin.end(options.input);
-      else child.stdin.end();
+  /**
+   * Runs through the spawn helper (spawn-helper.ts), so the cost of creating the process does not
+   * grow with ct's memory over a long run.
+   */
+  async run(argv: string[], options: RunOptions = {}): Promise<RunResult> {
+    const [file, ...args] = argv;
+    const r = await spawnHelper.run(file!, args, {
+      env: options.env ? { ...process.env, ...options.env } : process.env,
+      maxOutput: options.maxOutput ?? DEFAULT_MAX_OUTPUT,
+      ...(options.input !== undefined && { input: options.input }),
+      ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+      ...(options.signal && { signal: options.signal }),
     });
+    return {
+      code: r.code,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      timedOut: r.timedOut,
+      stdoutTruncated: r.stdoutTruncated,
+      stderrTruncated: r.stderrTruncated,
+      stdoutDropped: r.stdoutDropped,
+      stderrDropped: r.stderrDropped,
+    };
   }
 
   async start(argv: string[], options: { env?: Record<string, string> } = {}): Promise<RunningProcess> {

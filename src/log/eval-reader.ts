@@ -79,30 +79,43 @@ export async function listSampleEntries(path: string): Promise<SampleEntry[]> {
  * write order, one per (id, epoch) (the last written wins).
  */
 export async function readSampleSummaries(path: string): Promise<EvalSampleSummary[]> {
-  return withZipReader(path, async (zip) => {
-    const schema = z.array(EvalSampleSummarySchema);
-    let summaries: EvalSampleSummary[];
-    if (zip.has(SUMMARIES_MEMBER)) {
-      summaries = await readMember(zip, SUMMARIES_MEMBER, schema);
-    } else {
-      summaries = [];
-      const prefix = `${SUMMARY_JOURNAL_DIR}/`;
-      const journal = zip
-        .names()
-        .filter((name) => name.startsWith(prefix) && name.endsWith('.json'))
-        .map((name) => ({ name, index: Number.parseInt(name.slice(prefix.length), 10) }))
-        .filter((j) => Number.isFinite(j.index))
-        .sort((a, b) => a.index - b.index);
-      for (const { name } of journal) summaries.push(...(await readMember(zip, name, schema)));
-    }
-    const byKey = new Map<string, EvalSampleSummary>();
-    for (const summary of summaries) {
-      const key = `${summary.id}\u0000${summary.epoch}`;
-      byKey.delete(key);
-      byKey.set(key, summary);
-    }
-    return [...byKey.values()];
-  });
+  return withZipReader(path, (zip) => readSummariesFrom(zip));
+}
+
+/** `readSampleSummaries` of an open zip. */
+export async function readSummariesFrom(zip: ZipReader): Promise<EvalSampleSummary[]> {
+  const schema = z.array(EvalSampleSummarySchema);
+  let summaries: EvalSampleSummary[];
+  if (zip.has(SUMMARIES_MEMBER)) {
+    summaries = await readMember(zip, SUMMARIES_MEMBER, schema);
+  } else {
+    summaries = [];
+    const prefix = `${SUMMARY_JOURNAL_DIR}/`;
+    const journal = zip
+      .names()
+      .filter((name) => name.startsWith(prefix) && name.endsWith('.json'))
+      .map((name) => ({ name, index: Number.parseInt(name.slice(prefix.length), 10) }))
+      .filter((j) => Number.isFinite(j.index))
+      .sort((a, b) => a.index - b.index);
+    for (const { name } of journal) summaries.push(...(await readMember(zip, name, schema)));
+  }
+  const byKey = new Map<string, EvalSampleSummary>();
+  for (const summary of summaries) {
+    const key = `${summary.id}\u0000${summary.epoch}`;
+    byKey.delete(key);
+    byKey.set(key, summary);
+  }
+  return [...byKey.values()];
+}
+
+/** The sample members of an open zip, in the order written. */
+export function sampleEntriesOf(zip: ZipReader): SampleEntry[] {
+  return sampleEntries(zip);
+}
+
+/** One sample member of an open zip, parsed and checked against the schema. */
+export function readSampleFrom(zip: ZipReader, name: string): Promise<EvalSample> {
+  return readMember(zip, name, EvalSampleSchema);
 }
 
 async function readHeader(zip: ZipReader): Promise<EvalLog> {

@@ -1,15 +1,28 @@
 /**
  * Writes an Inspect `.eval` log while a run goes on, so `inspect view` and `read_eval_log` can open
- * it at any time.
+ * it at any time, at a cost per sample that does not grow with the samples already written and in
+ * memory that holds no sample once it is written.
  *
  * Members, in the order they are written:
  *   _journal/start.json           {version, eval, plan}, at create
- *   samples/{id}_epoch_{n}.json   one per finished sample
- *   _journal/summaries/{k}.json   at each flush, the summaries of the samples it wrote
- *   summaries.json                at finish, every summary
- *   reductions.json               at finish, only when reductions are given
+ *   samples/{id}_epoch_{n}.json   one per finished sample, as it is added
+ *   _journal/summaries/{k}.json   at each checkpoint, the summaries of the samples since the last
+ *   summaries.json                at finish, every summary (streamed from the journal members)
+ *   reductions.json               at finish, when there are reductions
  *   header.json                   at finish, last: the log without samples
  * A log without header.json reads as status `started`: that is how a running or crashed run shows.
+ *
+ * Checkpoints: a sample's member is written when it is added, but readers see it at the next
+ * checkpoint (summary journal + zip directory, see zip-appender.ts), taken at most
+ * `checkpointSeconds` after the sample was added (default 2 s; 0 = after every sample). A
+ * checkpoint costs O(samples so far) (the directory), so a bounded rate keeps it a small, fixed
+ * share of a run at any size. What a crash can lose: the samples added in the last
+ * `checkpointSeconds`; the log then reads as `started` with every sample up to the last checkpoint.
+ * (A move of the zip directory, when the gap before it fills, also shows the samples written
+ * before it, possibly ahead of their summary journal: readers take samples from their members.)
+ *
+ * Results, reductions and model usage accumulate as samples are added (metrics.ts), so `finish`
+ * fills them in without the caller keeping the samples. An (id, epoch) added twice is refused.
  *
  * Lifecycle: open -> finished (finish) | closed (close, header never written). Writes are
  * serialised, since samples finish concurrently; compression runs before, in parallel.
@@ -17,6 +30,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringifyInspectJson } from './inspect-json.js';
+import { ResultsAccumulator, UsageAccumulator, type ScoredSample, type UsageHolder } from './metrics.js';
 import { sampleSummary } from './sample-summary.js';
 import {
   LOG_SCHEMA_VERSION,
@@ -32,7 +46,7 @@ import {
   type EvalStatus,
   type LogStart,
 } from './types.js';
-import { ZipAppender, prepareZipEntry, type PreparedEntry } from './zip-appender.js';
+import { ZipAppender, prepareZipEntry, prepareZipEntryFromChunks, type PreparedEntry } from './zip-appender.js';
 
 export const START_MEMBER = '_journal/start.json';
 export const SUMMARY_JOURNAL_DIR = '_journal/summaries';
@@ -64,6 +78,9 @@ function unqualifiedTaskName(task: string): string {
   return slash < 0 ? task : task.slice(slash + 1);
 }
 
+/** Default `checkpointSeconds`: what a crash can lose, and the rate of O(samples) directory writes. */
+export const DEFAULT_CHECKPOINT_SECONDS = 2;
+
 export interface EvalLogWriterOptions {
   /** Created (with parents) when missing. */
   logDir: string;
@@ -72,18 +89,26 @@ export interface EvalLogWriterOptions {
   /** Default: `evalLogFileName(spec)`. An existing file is an error, never overwritten. */
   fileName?: string;
   /**
-   * Samples held before they are written together with their summary journal (default 1: each
-   * sample is on disk when `addSample` resolves). Larger values mean fewer, larger writes; held
-   * samples are written by `flush()` and `finish()`.
+   * The longest a written sample waits before readers see it (default
+   * `DEFAULT_CHECKPOINT_SECONDS`). 0 checkpoints after every sample: each is visible when
+   * `addSample` resolves, at a cost per sample that grows with the log.
    */
-  samplesPerFlush?: number;
+  checkpointSeconds?: number;
 }
 
 export interface FinishOptions {
   status: Exclude<EvalStatus, 'started'>;
-  stats: EvalStats;
-  results?: EvalResults;
+  /** `model_usage` and `role_usage` default to the sums over the samples added. */
+  stats: Omit<EvalStats, 'model_usage' | 'role_usage'> & Partial<Pick<EvalStats, 'model_usage' | 'role_usage'>>;
+  /**
+   * Default: computed from the samples added, over `totalSamples` planned. Pass `null` for a log
+   * without results.
+   */
+  results?: EvalResults | null;
+  /** The samples planned, for the default results (default: the samples added). */
+  totalSamples?: number;
   error?: EvalError;
+  /** Default: the reductions computed with the default results. */
   reductions?: EvalSampleReductions[];
   /** Whether any samples were invalidated (default false). */
   invalidated?: boolean;
@@ -91,32 +116,35 @@ export interface FinishOptions {
 
 type WriterState = 'open' | 'finishing' | 'finished' | 'closed';
 
-interface HeldSample {
-  entry: PreparedEntry;
-  summary: EvalSampleSummary;
+export class DuplicateSampleError extends Error {
+  override readonly name = 'DuplicateSampleError';
 }
 
 export class EvalLogWriter {
   private state: WriterState = 'open';
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
-  private held: HeldSample[] = [];
+  /** Summaries of the samples written since the last checkpoint. */
+  private pendingSummaries: EvalSampleSummary[] = [];
   private journalCount = 0;
-  /** Keyed by `${id}\u0000${epoch}`; a sample added again replaces its summary. */
-  private readonly allSummaries = new Map<string, EvalSampleSummary>();
+  private sampleCount = 0;
+  /** `${id}\u0000${epoch}` of every sample added: a duplicate is refused. */
+  private readonly keys = new Set<string>();
+  private readonly resultsSoFar = new ResultsAccumulator();
+  private readonly usage = new UsageAccumulator();
+  private lastCheckpoint = Date.now();
+  private timer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly zip: ZipAppender,
     private readonly start: LogStart,
-    private readonly samplesPerFlush: number,
+    private readonly checkpointMs: number,
   ) {}
 
   /** Creates the log file and writes `_journal/start.json` to it. */
   static async create(options: EvalLogWriterOptions): Promise<EvalLogWriter> {
-    const samplesPerFlush = options.samplesPerFlush ?? 1;
-    if (!Number.isInteger(samplesPerFlush) || samplesPerFlush < 1) {
-      throw new RangeError(`samplesPerFlush must be a positive integer, got ${samplesPerFlush}`);
-    }
+    const checkpointSeconds = options.checkpointSeconds ?? DEFAULT_CHECKPOINT_SECONDS;
+    if (!(checkpointSeconds >= 0)) throw new RangeError(`checkpointSeconds must be >= 0, got ${checkpointSeconds}`);
     await mkdir(options.logDir, { recursive: true });
     const path = join(options.logDir, options.fileName ?? evalLogFileName(options.spec));
     const start: LogStart = { version: LOG_SCHEMA_VERSION, eval: options.spec, plan: options.plan };
@@ -128,31 +156,55 @@ export class EvalLogWriter {
       await zip.close();
       throw err;
     }
-    return new EvalLogWriter(zip, start, samplesPerFlush);
+    return new EvalLogWriter(zip, start, checkpointSeconds * 1000);
   }
 
   get path(): string {
     return this.zip.path;
   }
 
-  /** Summaries of the samples written so far, one per (id, epoch), in write order (a re-added sample moves last). */
-  get summaries(): EvalSampleSummary[] {
-    return [...this.allSummaries.values()];
+  /** Samples added so far. */
+  get samples(): number {
+    return this.sampleCount;
+  }
+
+  /** Results over the samples added so far (`totalSamples` planned). */
+  results(totalSamples: number): ReturnType<ResultsAccumulator['compute']> {
+    return this.resultsSoFar.compute({ totalSamples });
+  }
+
+  /** Whether (id, epoch) has been added. */
+  has(id: string | number, epoch: number): boolean {
+    return this.keys.has(`${id}\u0000${epoch}`);
   }
 
   /**
-   * Adds a finished sample. With the default `samplesPerFlush` of 1 it is on disk, with its
-   * summary journal, when this resolves. Adding the same (id, epoch) again replaces it.
+   * Adds a finished sample: written when this resolves, visible to readers at the next checkpoint
+   * (at once with `checkpointSeconds: 0`). An (id, epoch) added before is refused
+   * (`DuplicateSampleError`).
    */
   addSample(sample: EvalSample): Promise<void> {
-    const done = this.addSampleNow(sample);
-    this.inFlight.add(done);
-    const forget = () => this.inFlight.delete(done);
-    done.then(forget, forget);
-    return done;
+    return this.track(this.addSampleNow(sample));
+  }
+
+  /**
+   * Adds a sample already compressed as its zip member (e.g. copied unchanged from another log),
+   * with its summary, which feeds the results and usage. Same rules as `addSample`.
+   */
+  addSampleEntry(entry: PreparedEntry, summary: EvalSampleSummary): Promise<void> {
+    return this.track(this.addEntryNow(summary, async () => entry, summary));
   }
 
   private async addSampleNow(sample: EvalSample): Promise<void> {
+    await this.addEntryNow(sample, () => prepareZipEntry(sampleMemberName(sample.id, sample.epoch), stringifyInspectJson(sample)), sampleSummary(sample), sample);
+  }
+
+  private async addEntryNow(
+    sample: { id: string | number; epoch: number },
+    prepare: () => Promise<PreparedEntry>,
+    summary: EvalSampleSummary,
+    scored: ScoredSample & UsageHolder = summary,
+  ): Promise<void> {
     this.assertOpen(`add sample ${sample.id}`);
     const id = String(sample.id);
     if (id.includes('/') || id.includes('_epoch_')) {
@@ -160,22 +212,39 @@ export class EvalLogWriter {
       throw new RangeError(`sample id ${JSON.stringify(id)} cannot contain "/" or "_epoch_"`);
     }
     if (!Number.isInteger(sample.epoch) || sample.epoch < 1) throw new RangeError(`sample epoch must be >= 1, got ${sample.epoch}`);
-    const entry = await prepareZipEntry(sampleMemberName(sample.id, sample.epoch), stringifyInspectJson(sample));
-    const summary = sampleSummary(sample);
+    const key = `${id}\u0000${sample.epoch}`;
+    if (this.keys.has(key)) throw new DuplicateSampleError(`sample ${id} epoch ${sample.epoch} is already in ${this.path}`);
+    this.keys.add(key);
+    const entry = await prepare();
+    if (entry.name !== sampleMemberName(sample.id, sample.epoch)) throw new RangeError(`member ${entry.name} does not hold sample ${id} epoch ${sample.epoch}`);
     await this.serialised(async () => {
       if (this.state === 'finished' || this.state === 'closed') throw new Error(`log ${this.path} is ${this.state}; sample ${id} not written`);
-      this.held.push({ entry, summary });
-      if (this.held.length >= this.samplesPerFlush) await this.writeHeld();
+      await this.zip.appendMembers([entry]);
+      this.sampleCount += 1;
+      this.resultsSoFar.add(scored);
+      this.usage.add(scored);
+      this.pendingSummaries.push(summary);
+      if (Date.now() - this.lastCheckpoint >= this.checkpointMs) await this.checkpoint();
+      else this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), this.checkpointMs - (Date.now() - this.lastCheckpoint)).unref();
     });
   }
 
-  /** Writes held samples now (a no-op with the default `samplesPerFlush`). */
+  private track(done: Promise<void>): Promise<void> {
+    this.inFlight.add(done);
+    const forget = () => this.inFlight.delete(done);
+    done.then(forget, forget);
+    return done;
+  }
+
+  /** Takes a checkpoint now: every sample added so far becomes visible to readers. */
   async flush(): Promise<void> {
-    await this.serialised(() => this.writeHeld());
+    await this.serialised(async () => {
+      if (this.state === 'open' || this.state === 'finishing') await this.checkpoint();
+    });
   }
 
   /**
-   * Writes held samples, `summaries.json`, `reductions.json` (when given) and `header.json`,
+   * Writes `summaries.json`, `reductions.json` (when there are reductions) and `header.json`,
    * fsyncs and closes the file. Samples whose `addSample` was called before are written first.
    * Returns the log header (the log without samples).
    */
@@ -184,24 +253,28 @@ export class EvalLogWriter {
     this.state = 'finishing';
     await Promise.allSettled([...this.inFlight]);
     return this.serialised(async () => {
+      this.clearTimer();
+      const computed = options.results === undefined ? this.results(options.totalSamples ?? this.sampleCount) : undefined;
+      const results = options.results === undefined ? computed!.results : (options.results ?? undefined);
+      const reductions = options.reductions ?? computed?.reductions;
       const header: EvalLog = {
         version: this.start.version,
         status: options.status,
         eval: this.start.eval,
         plan: this.start.plan,
-        results: options.results,
-        stats: options.stats,
+        results,
+        stats: { ...this.usage.totals(), ...options.stats } as EvalStats,
         error: options.error,
         invalidated: options.invalidated ?? false,
         tags: [...(this.start.eval.tags ?? [])].sort(),
         metadata: this.start.eval.metadata ?? {},
       };
       try {
-        await this.writeHeld();
-        const members = [prepareZipEntry(SUMMARIES_MEMBER, stringifyInspectJson(this.summaries))];
-        if (options.reductions) members.push(prepareZipEntry(REDUCTIONS_MEMBER, stringifyInspectJson(options.reductions)));
-        members.push(prepareZipEntry(HEADER_MEMBER, stringifyInspectJson(header)));
-        await this.zip.append(await Promise.all(members));
+        await this.writeJournal();
+        const members = [await prepareZipEntryFromChunks(SUMMARIES_MEMBER, this.allSummariesJson())];
+        if (reductions?.length) members.push(await prepareZipEntry(REDUCTIONS_MEMBER, stringifyInspectJson(reductions)));
+        members.push(await prepareZipEntry(HEADER_MEMBER, stringifyInspectJson(header)));
+        await this.zip.finish(members);
         await this.zip.sync();
       } catch (err) {
         this.state = 'closed';
@@ -216,15 +289,16 @@ export class EvalLogWriter {
 
   /**
    * Closes the file without a header, leaving a log that reads as `started` (for a run that
-   * stops without an outcome). Held samples are written first.
+   * stops without an outcome), with a last checkpoint of every sample added.
    */
   async close(): Promise<void> {
     if (this.state === 'finished' || this.state === 'closed') return;
     this.state = 'finishing';
     await Promise.allSettled([...this.inFlight]);
     await this.serialised(async () => {
+      this.clearTimer();
       try {
-        await this.writeHeld();
+        await this.checkpoint();
         await this.zip.sync();
       } finally {
         await this.zip.close();
@@ -233,22 +307,41 @@ export class EvalLogWriter {
     });
   }
 
-  private async writeHeld(): Promise<void> {
-    if (this.held.length === 0) return;
-    const batch = this.held;
-    this.held = [];
-    const summaries = batch.map((h) => h.summary);
-    const journal = await prepareZipEntry(
-      `${SUMMARY_JOURNAL_DIR}/${this.journalCount + 1}.json`,
-      stringifyInspectJson(summaries),
-    );
-    await this.zip.append([...batch.map((h) => h.entry), journal]);
+  private async checkpoint(): Promise<void> {
+    this.clearTimer();
+    await this.writeJournal();
+    await this.zip.writeDirectory();
+    this.lastCheckpoint = Date.now();
+  }
+
+  private async writeJournal(): Promise<void> {
+    if (this.pendingSummaries.length === 0) return;
+    const summaries = this.pendingSummaries;
+    this.pendingSummaries = [];
+    const journal = await prepareZipEntry(`${SUMMARY_JOURNAL_DIR}/${this.journalCount + 1}.json`, stringifyInspectJson(summaries));
+    await this.zip.appendMembers([journal]);
     this.journalCount += 1;
-    for (const summary of summaries) {
-      const key = `${summary.id}\u0000${summary.epoch}`;
-      this.allSummaries.delete(key);
-      this.allSummaries.set(key, summary);
+  }
+
+  /** `[` + the journal members' elements + `]`, one journal member in memory at a time. */
+  private async *allSummariesJson(): AsyncGenerator<Buffer> {
+    yield Buffer.from('[');
+    let first = true;
+    for (let k = 1; k <= this.journalCount; k++) {
+      const text = (await this.zip.readMember(`${SUMMARY_JOURNAL_DIR}/${k}.json`)).toString('utf8').trim();
+      // Each journal member is a non-empty JSON array written by this writer: its elements are
+      // the text between the outer brackets.
+      const inner = text.slice(1, -1);
+      if (inner.trim() === '') continue;
+      yield Buffer.from(first ? inner : `,${inner}`);
+      first = false;
     }
+    yield Buffer.from(']');
+  }
+
+  private clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   private serialised<T>(fn: () => Promise<T>): Promise<T> {

@@ -59,97 +59,140 @@ export interface ComputedResults {
  * `EvalResults` for the linux_scorer over the given samples (every epoch of every sample).
  * `totalSamples` is the number planned (dataset samples x epochs).
  */
-export function computeEvalResults(samples: readonly ScoredSample[], options: { totalSamples: number }): ComputedResults {
-  const completed = samples.filter((s) => s.error == null);
-  const keys = scoreKeys(completed);
-
-  // Group epochs by sample id, in first-seen order.
-  const groups = new Map<string, { id: string | number; epochs: ScoredSample[] }>();
-  for (const sample of samples) {
-    const key = String(sample.id);
-    let group = groups.get(key);
-    if (!group) groups.set(key, (group = { id: sample.id, epochs: [] }));
-    group.epochs.push(sample);
-  }
-
-  const perKey = new Map(keys.map((k) => [k, { values: [] as number[], unscored: 0 }]));
-  const reducedSamples: EvalSampleScore[] = [];
-  for (const { id, epochs } of groups.values()) {
-    const reduced: Record<string, number> = {};
-    let first: Score | undefined;
-    for (const key of keys) {
-      let applicable = false;
-      const values: number[] = [];
-      for (const sample of epochs) {
-        if (sample.error != null) {
-          applicable = true;
-          continue;
-        }
-        const score = sample.scores?.[LINUX_SCORER];
-        const value = valueFor(score, key);
-        if (value === 'absent') continue;
-        applicable = true;
-        if (value !== undefined) {
-          values.push(value);
-          first ??= score;
-        }
-      }
-      if (!applicable) continue;
-      const stats = perKey.get(key)!;
-      if (values.length === 0) {
-        stats.unscored += 1;
-        continue;
-      }
-      const mean = values.reduce((a, b) => a + b, 0) / values.length;
-      stats.values.push(mean);
-      reduced[key] = mean;
-    }
-    if (first) {
-      reducedSamples.push({
-        value: reduced,
-        ...(first.answer !== undefined && { answer: first.answer }),
-        ...(first.explanation !== undefined && { explanation: first.explanation }),
-        history: [],
-        sample_id: id,
-      });
-    }
-  }
-
-  const scores: EvalScore[] = keys.map((key) => {
-    const { values, unscored } = perKey.get(key)!;
-    return {
-      name: key,
-      scorer: LINUX_SCORER,
-      scored_samples: values.length,
-      unscored_samples: unscored,
-      params: {},
-      metrics: { accuracy: metric('accuracy', accuracy(values)), stderr: metric('stderr', stderr(values)) },
-    };
-  });
-
-  return {
-    results: {
-      total_samples: options.totalSamples,
-      completed_samples: completed.length,
-      scores,
-      ...(scores.length > 0 && { headline: { scorer: LINUX_SCORER, score: scores[0]!.name, metric: 'accuracy' } }),
-    },
-    reductions: reducedSamples.length > 0 ? [{ scorer: LINUX_SCORER, samples: reducedSamples }] : [],
-  };
+export function computeEvalResults(samples: Iterable<ScoredSample>, options: { totalSamples: number }): ComputedResults {
+  const accumulator = new ResultsAccumulator();
+  for (const sample of samples) accumulator.add(sample);
+  return accumulator.compute(options);
 }
 
+/** What one sample id's epochs contribute, kept per id (never per epoch). */
+interface IdState {
+  id: string | number;
+  /** An epoch failed, or its score was missing or not a dict: every key applies to this id. */
+  allKeys: boolean;
+  /** Per key present in a dict value: the sum and count of its numeric values. */
+  keys: Map<string, { sum: number; count: number }>;
+  /** The answer and explanation of the first score that gave a value, for the reduction. */
+  first?: Pick<Score, 'answer' | 'explanation'>;
+}
+
+/**
+ * Results accumulated one sample at a time, in memory proportional to the distinct sample ids
+ * (not to samples x epochs), so a run or a merge never holds its samples. Gives the same results
+ * as computing over every sample at once.
+ */
+export class ResultsAccumulator {
+  private readonly ids = new Map<string, IdState>();
+  private completed = 0;
+  private readonly seenKeys = new Set<string>();
+
+  add(sample: ScoredSample): void {
+    const idKey = String(sample.id);
+    let state = this.ids.get(idKey);
+    if (!state) this.ids.set(idKey, (state = { id: sample.id, allKeys: false, keys: new Map() }));
+    if (sample.error != null) {
+      state.allKeys = true;
+      return;
+    }
+    this.completed += 1;
+    const score = sample.scores?.[LINUX_SCORER];
+    const value = score?.value;
+    if (!score || typeof value === 'number' || !value || typeof value !== 'object' || Array.isArray(value)) {
+      state.allKeys = true;
+      return;
+    }
+    for (const [key, raw] of Object.entries(value)) {
+      this.seenKeys.add(key);
+      let stats = state.keys.get(key);
+      if (!stats) state.keys.set(key, (stats = { sum: 0, count: 0 }));
+      const number = toFloat(raw);
+      if (number !== undefined) {
+        stats.sum += number;
+        stats.count += 1;
+        state.first ??= { answer: score.answer, explanation: score.explanation };
+      }
+    }
+  }
+
+  /** The results so far; `totalSamples` is the number planned. */
+  compute(options: { totalSamples: number }): ComputedResults {
+    const keys: string[] = LINUX_SCORER_KEYS.filter((k) => this.seenKeys.has(k));
+    for (const key of this.seenKeys) if (!keys.includes(key)) keys.push(key);
+    const perKey = new Map(keys.map((k) => [k, { values: [] as number[], unscored: 0 }]));
+    const reducedSamples: EvalSampleScore[] = [];
+    for (const state of this.ids.values()) {
+      const reduced: Record<string, number> = {};
+      for (const key of keys) {
+        const stats = state.keys.get(key);
+        if (!stats && !state.allKeys) continue;
+        const into = perKey.get(key)!;
+        if (!stats || stats.count === 0) {
+          into.unscored += 1;
+          continue;
+        }
+        const mean = stats.sum / stats.count;
+        into.values.push(mean);
+        reduced[key] = mean;
+      }
+      const first = state.first;
+      if (first) {
+        reducedSamples.push({
+          value: reduced,
+          ...(first.answer !== undefined && { answer: first.answer }),
+          ...(first.explanation !== undefined && { explanation: first.explanation }),
+          history: [],
+          sample_id: state.id,
+        });
+      }
+    }
+    const scores: EvalScore[] = keys.map((key) => {
+      const { values, unscored } = perKey.get(key)!;
+      return {
+        name: key,
+        scorer: LINUX_SCORER,
+        scored_samples: values.length,
+        unscored_samples: unscored,
+        params: {},
+        metrics: { accuracy: metric('accuracy', accuracy(values)), stderr: metric('stderr', stderr(values)) },
+      };
+    });
+    return {
+      results: {
+        total_samples: options.totalSamples,
+        completed_samples: this.completed,
+        scores,
+        ...(scores.length > 0 && { headline: { scorer: LINUX_SCORER, score: scores[0]!.name, metric: 'accuracy' } }),
+      },
+      reductions: reducedSamples.length > 0 ? [{ scorer: LINUX_SCORER, samples: reducedSamples }] : [],
+    };
+  }
+}
+
+export type UsageHolder = { model_usage?: Record<string, ModelUsage>; role_usage?: Record<string, ModelUsage> };
+
 /** Sums `model_usage` and `role_usage` over samples, for `EvalStats`. */
-export function totalModelUsage(samples: readonly { model_usage?: Record<string, ModelUsage>; role_usage?: Record<string, ModelUsage> }[]): {
+export function totalModelUsage(samples: Iterable<UsageHolder>): {
   model_usage: Record<string, ModelUsage>;
   role_usage: Record<string, ModelUsage>;
 } {
-  const model_usage: Record<string, ModelUsage> = {};
-  const role_usage: Record<string, ModelUsage> = {};
-  for (const sample of samples) {
-    addUsage(model_usage, sample.model_usage);
-    addUsage(role_usage, sample.role_usage);
+  const usage = new UsageAccumulator();
+  for (const sample of samples) usage.add(sample);
+  return usage.totals();
+}
+
+/** `model_usage` and `role_usage` summed one sample at a time. */
+export class UsageAccumulator {
+  private readonly model_usage: Record<string, ModelUsage> = {};
+  private readonly role_usage: Record<string, ModelUsage> = {};
+
+  add(sample: UsageHolder): void {
+    addUsage(this.model_usage, sample.model_usage);
+    addUsage(this.role_usage, sample.role_usage);
   }
-  return { model_usage, role_usage };
+
+  totals(): { model_usage: Record<string, ModelUsage>; role_usage: Record<string, ModelUsage> } {
+    return { model_usage: structuredClone(this.model_usage), role_usage: structuredClone(this.role_usage) };
+  }
 }
 
 function addUsage(into: Record<string, ModelUsage>, from: Record<string, ModelUsage> | undefined): void {
@@ -163,28 +206,6 @@ function addUsage(into: Record<string, ModelUsage>, from: Record<string, ModelUs
       if (value !== undefined) total[field] = (total[field] ?? 0) + value;
     }
   }
-}
-
-/** The keys present in the linux_scorer values, the convention's keys first. */
-function scoreKeys(samples: readonly ScoredSample[]): string[] {
-  const seen = new Set<string>();
-  for (const sample of samples) {
-    const value = sample.scores?.[LINUX_SCORER]?.value;
-    if (value && typeof value === 'object' && !Array.isArray(value)) for (const key of Object.keys(value)) seen.add(key);
-  }
-  const ordered: string[] = LINUX_SCORER_KEYS.filter((k) => seen.has(k));
-  for (const key of seen) if (!ordered.includes(key)) ordered.push(key);
-  return ordered;
-}
-
-/** The key's value as a number; undefined when unscored (missing score, N, NaN); 'absent' when the key is not there. */
-function valueFor(score: Score | undefined, key: string): number | undefined | 'absent' {
-  if (!score) return undefined;
-  const value = score.value;
-  if (typeof value === 'number' && Number.isNaN(value)) return undefined;
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  if (!(key in value)) return 'absent';
-  return toFloat(value[key]);
 }
 
 /** Inspect's `value_to_float`, except that `N` is unscored rather than 0. */

@@ -1,7 +1,7 @@
 /**
  * The parts of the zip format (PKWARE APPNOTE.TXT) that `.eval` logs use: local file headers,
  * central directory records, the end-of-central-directory record and its ZIP64 forms. Shared by
- * the appender and the reader.
+ * the appender and the reader (which reads through yauzl).
  */
 import * as zlib from 'node:zlib';
 
@@ -16,8 +16,6 @@ export const CENTRAL_HEADER_SIZE = 46;
 export const EOCD_SIZE = 22;
 export const ZIP64_EOCD_SIZE = 56;
 export const ZIP64_LOCATOR_SIZE = 20;
-/** An EOCD may be followed by a comment of up to 65535 bytes. */
-export const MAX_EOCD_SEARCH = EOCD_SIZE + 0xffff;
 
 export const METHOD_STORED = 0;
 export const METHOD_DEFLATE = 8;
@@ -45,26 +43,17 @@ export interface ZipEntry {
   dosDate: number;
 }
 
-const nodeCrc32 = (zlib as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
-let crcTable: Uint32Array | undefined;
+const nodeCrc32 = (zlib as { crc32?: (data: Uint8Array | string, value?: number) => number }).crc32;
 
-/** CRC-32 as zip uses it; node's zlib.crc32 when present (Node >= 20.15), else a table. */
-export function crc32(data: Uint8Array): number {
-  if (nodeCrc32) return nodeCrc32(data) >>> 0;
-  crcTable ??= buildCrcTable();
-  let crc = 0xffffffff;
-  for (let i = 0; i < data.length; i++) crc = crcTable[(crc ^ data[i]!) & 0xff]! ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
-}
-
-function buildCrcTable(): Uint32Array {
-  const table = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
+/**
+ * CRC-32 as zip uses it, from node's zlib (Node >= 20.15). `previous` continues a running CRC
+ * over data given in chunks.
+ */
+export function crc32(data: Uint8Array, previous = 0): number {
+  if (!nodeCrc32) {
+    throw new Error(`this Node (${process.version}) has no zlib.crc32, which ct needs to write logs; use Node >= 20.15`);
   }
-  return table;
+  return nodeCrc32(data, previous) >>> 0;
 }
 
 /** MS-DOS time and date fields (local time, 2-second resolution, years 1980-2107). */

@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { SCALE_METRICS } from '../../bench/section-scale.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 /** The rows `--quick` must print: every section, configuration and metric, by name. */
@@ -98,6 +99,7 @@ describe('npm run bench -- --quick', () => {
     assert.match(stdout, /^- machine: \d+ CPUs/m);
     assert.match(stdout, /^- latency: N = 1, 20; 1 repetition/m);
     assert.match(stdout, /^- throughput: 4 samples/m);
+    assert.match(stdout, /^- scale: .* at N = 100, 1000;/m);
   });
 
   test('latency: every environment × N × metric, measured for ct, Inspect and raw, with both ratios', () => {
@@ -133,15 +135,34 @@ describe('npm run bench -- --quick', () => {
     for (const r of rows) assert.match(`${r.ct}${r.raw}`.replace(/–/g, ''), /^\d+(\.\d+)? ms \(p95 \d+(\.\d+)?\)$/, r.metric);
   });
 
-  test('writes the raw numbers as JSON and a PNG chart', () => {
+  test('scale: 100 and 1,000 samples for ct (Inspect at 100, skipped above with the reason), and a merge', () => {
+    const rows = parseTable(stdout).filter((r) => r.section === 'scale');
+    for (const n of ['100', '1,000']) {
+      for (const metric of SCALE_METRICS) {
+        const row = find(rows, 'scale', `${n} samples, --max-samples 8`, metric);
+        if (n === '100') numeric(row, ['ct', 'inspect', 'vsInspect']);
+        else {
+          numeric(row, ['ct']);
+          assert.match(row.inspect, /^skipped: above 100 samples$/);
+        }
+      }
+    }
+    assert.equal(find(rows, 'scale', '100 samples, --max-samples 8', 'CPU per sample vs the 100-sample run').ct, '1.00');
+    for (const metric of ['merge wall, s', 'merge peak RSS, MB', 'merged log size, MB']) numeric(find(rows, 'scale', 'merge of 1,000 one-sample logs', metric), ['ct']);
+  });
+
+  test('writes the raw numbers as JSON and an SVG chart', () => {
     const files = readdirSync(outDir);
     const json = files.find((f) => /^bench-quick-.*\.json$/.test(f));
     assert.ok(json, `a JSON file in ${files.join(', ')}`);
     const data = JSON.parse(readFileSync(join(outDir, json), 'utf8')) as { rows: unknown[]; runs: { latency: { samples: unknown[] } } };
     assert.equal(data.rows.length, parseTable(stdout).length);
     assert.ok(data.runs.latency.samples.length >= 12, 'every latency sample recorded');
-    const png = join(outDir, 'bench-quick.png');
-    assert.ok(existsSync(png));
-    assert.deepEqual([...readFileSync(png).subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    const svg = join(outDir, 'bench-quick.svg');
+    assert.ok(existsSync(svg));
+    const text = readFileSync(svg, 'utf8');
+    assert.match(text, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    assert.match(text, /Orchestrator CPU per sample by run size/);
+    assert.ok(text.trimEnd().endsWith('</svg>'));
   });
 });

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { evalLogFileName } from '../../src/log/eval-writer.js';
-import { shortUuid } from '../../src/log/ids.js';
+import { shortUuid, stableShortId } from '../../src/log/ids.js';
 import { isoTimestamp } from '../../src/log/timestamps.js';
 import { runPython } from './helpers/inspect-python.js';
 
@@ -35,4 +35,14 @@ test('ids are 22 characters of shortuuid base 57, and created timestamps carry +
   for (const id of ids) assert.match(id, /^[2-9A-HJ-NP-Za-km-z]{22}$/);
   assert.equal(isoTimestamp(new Date('2025-03-01T10:00:00.123Z'), 'seconds'), '2025-03-01T10:00:00+00:00');
   assert.equal(isoTimestamp(new Date('2025-03-01T10:00:00.123Z')), '2025-03-01T10:00:00.123000+00:00');
+});
+
+test('stable ids (a run\'s task id) are the same for the same seed, in the same alphabet: no - or _', () => {
+  const seeds = Array.from({ length: 500 }, (_, i) => JSON.stringify(['demo', [`s${i}`], 1, 'test', {}]));
+  for (const seed of seeds) {
+    const id = stableShortId(seed);
+    assert.equal(id, stableShortId(seed));
+    assert.match(id, /^[2-9A-HJ-NP-Za-km-z]{22}$/);
+  }
+  assert.equal(new Set(seeds.map(stableShortId)).size, seeds.length);
 });

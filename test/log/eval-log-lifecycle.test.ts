@@ -8,8 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { unzipSync } from 'fflate';
 import { readEvalLog, readSampleSummaries } from '../../src/log/eval-reader.js';
-import { EvalLogWriter } from '../../src/log/eval-writer.js';
-import { computeEvalResults } from '../../src/log/metrics.js';
+import { DuplicateSampleError, EvalLogWriter } from '../../src/log/eval-writer.js';
 import { INSPECT_READ_SCRIPT, runPython } from './helpers/inspect-python.js';
 import { makePlan, makeSample, makeSpec, makeStats, tempLogDir } from './helpers/log-fixtures.js';
 
@@ -23,6 +22,8 @@ describe('log lifecycle', () => {
   let closed: string;
   let batched: string;
   let batchedMidRun: string;
+  let batchedAfterCheckpoint: string;
+  let timedMidRun: string;
   let inspect: any[];
 
   before(async () => {
@@ -30,7 +31,7 @@ describe('log lifecycle', () => {
     const started = new Date();
 
     // Mid-run: copies of the file taken right after create and after the first sample.
-    const running = await EvalLogWriter.create({ logDir: join(dir, 'running'), spec: makeSpec(), plan: makePlan() });
+    const running = await EvalLogWriter.create({ logDir: join(dir, 'running'), spec: makeSpec(), plan: makePlan(), checkpointSeconds: 0 });
     midRunAfterStart = join(dir, 'after-start.eval');
     await copyFile(running.path, midRunAfterStart);
     await running.addSample(makeSample({ id: 1, side: 'C' }));
@@ -43,20 +44,18 @@ describe('log lifecycle', () => {
     // Cancelled after one of three samples, with an error.
     const cancelling = await EvalLogWriter.create({ logDir: join(dir, 'cancelled'), spec: makeSpec(), plan: makePlan() });
     await cancelling.addSample(makeSample({ id: 1, side: 'I' }));
-    const { results } = computeEvalResults(cancelling.summaries, { totalSamples: 3 });
     await cancelling.finish({
       status: 'cancelled',
-      results,
+      totalSamples: 3,
       stats: makeStats(started),
       error: { message: 'Cancelled by user (SIGINT)', traceback: '', traceback_ansi: '' },
     });
     cancelled = cancelling.path;
 
     // Twenty samples finishing at once.
-    const busy = await EvalLogWriter.create({ logDir: join(dir, 'concurrent'), spec: makeSpec(), plan: makePlan() });
+    const busy = await EvalLogWriter.create({ logDir: join(dir, 'concurrent'), spec: makeSpec(), plan: makePlan(), checkpointSeconds: 0 });
     await Promise.all(Array.from({ length: 20 }, (_, i) => busy.addSample(makeSample({ id: i + 1, main: i % 2 ? 'C' : 'I' }))));
-    const all = computeEvalResults(busy.summaries, { totalSamples: 20 });
-    await busy.finish({ status: 'success', results: all.results, reductions: all.reductions, stats: makeStats(started) });
+    await busy.finish({ status: 'success', totalSamples: 20, stats: makeStats(started) });
     concurrent = busy.path;
 
     // Closed without an outcome (the process is going away).
@@ -65,19 +64,26 @@ describe('log lifecycle', () => {
     await stopping.close();
     closed = stopping.path;
 
-    // Batched: three samples per flush; the fourth is written by finish.
-    const batching = await EvalLogWriter.create({
-      logDir: join(dir, 'batched'),
-      spec: makeSpec(),
-      plan: makePlan(),
-      samplesPerFlush: 3,
-    });
+    // Checkpoints at a bounded rate: samples are written at once but shown at the next checkpoint
+    // (here an explicit flush), and finish shows the rest.
+    const batching = await EvalLogWriter.create({ logDir: join(dir, 'batched'), spec: makeSpec(), plan: makePlan(), checkpointSeconds: 600 });
     for (const id of [1, 2]) await batching.addSample(makeSample({ id }));
-    batchedMidRun = join(dir, 'batched-two-held.eval');
+    batchedMidRun = join(dir, 'batched-two-pending.eval');
     await copyFile(batching.path, batchedMidRun);
+    await batching.flush();
+    batchedAfterCheckpoint = join(dir, 'batched-after-checkpoint.eval');
+    await copyFile(batching.path, batchedAfterCheckpoint);
     for (const id of [3, 4]) await batching.addSample(makeSample({ id }));
     await batching.finish({ status: 'success', stats: makeStats(started) });
     batched = batching.path;
+
+    // A short interval: a sample added and then nothing else is shown once the interval passes.
+    const timed = await EvalLogWriter.create({ logDir: join(dir, 'timed'), spec: makeSpec(), plan: makePlan(), checkpointSeconds: 0.2 });
+    await timed.addSample(makeSample({ id: 7 }));
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    timedMidRun = join(dir, 'timed-after-interval.eval');
+    await copyFile(timed.path, timedMidRun);
+    await timed.close();
 
     inspect = await runPython(INSPECT_READ_SCRIPT, [
       { op: 'read', path: midRunCopy },
@@ -89,6 +95,8 @@ describe('log lifecycle', () => {
       { op: 'read', path: batched },
       { op: 'read', path: batchedMidRun },
       { op: 'list', path: dir },
+      { op: 'read', path: batchedAfterCheckpoint },
+      { op: 'read', path: timedMidRun },
     ]);
     for (const result of inspect) assert.equal(result.exception, undefined, result.traceback);
   });
@@ -151,14 +159,22 @@ describe('log lifecycle', () => {
     assert.equal((await readEvalLog(closed)).status, 'started');
   });
 
-  test('batched flushes hold samples until the batch fills, then write them with one journal file', async () => {
+  test('samples become visible at checkpoints, each checkpoint with one journal file', async () => {
+    assert.equal(inspect[7].status, 'started');
     assert.deepEqual(inspect[7].samples, []);
+    assert.deepEqual(inspect[9].samples.map((s: any) => s.id), [1, 2]);
     assert.deepEqual(inspect[6].samples.map((s: any) => s.id), [1, 2, 3, 4]);
+    assert.equal(inspect[6].results.completed_samples, 4);
     const names = Object.keys(unzipSync(await readFile(batched)));
     assert.deepEqual(
       names.filter((n) => n.startsWith('_journal/summaries/')),
       ['_journal/summaries/1.json', '_journal/summaries/2.json'],
     );
+  });
+
+  test('a sample added and then nothing else is visible once the checkpoint interval has passed', () => {
+    assert.equal(inspect[10].status, 'started');
+    assert.deepEqual(inspect[10].samples.map((s: any) => s.id), [7]);
   });
 
   test('list_eval_logs finds every log, finished or not', () => {
@@ -173,6 +189,18 @@ describe('log lifecycle', () => {
     await writer.finish({ status: 'success', stats: makeStats(new Date()) });
     await assert.rejects(writer.addSample(makeSample({ id: 9 })), /is finished/);
     await assert.rejects(writer.finish({ status: 'success', stats: makeStats(new Date()) }), /is finished/);
+  });
+
+  test('the writer refuses an (id, epoch) added twice, and keeps the first', async () => {
+    const writer = await EvalLogWriter.create({ logDir: join(dir, 'duplicate'), spec: makeSpec(), plan: makePlan() });
+    await writer.addSample(makeSample({ id: 1, main: 'C' }));
+    await assert.rejects(writer.addSample(makeSample({ id: 1, main: 'I' })), (err) => err instanceof DuplicateSampleError);
+    await writer.addSample(makeSample({ id: 1, epoch: 2, main: 'C' }));
+    const header = await writer.finish({ status: 'success', stats: makeStats(new Date()) });
+    assert.equal(header.results?.completed_samples, 2);
+    assert.equal(header.results?.scores[0]?.metrics.accuracy?.value, 1);
+    const log = await readEvalLog(writer.path);
+    assert.deepEqual(log.samples?.map((s) => [s.id, s.epoch]), [[1, 1], [1, 2]]);
   });
 
   test('the writer refuses sample ids the viewer cannot address, and an existing file', async () => {

@@ -4,6 +4,7 @@
  * past 65535 members and past 4 GiB of offsets.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -129,6 +130,45 @@ describe('zip appender', () => {
     await zip.close();
   });
 
+  test('between checkpoints the file stays the zip of the last one, through directory moves; finish compacts', async () => {
+    const zip = await ZipAppender.create(join(dir, 'checkpoints.zip'));
+    const visible: string[] = [];
+    const written: string[] = [];
+    const read = async () => {
+      const bytes = await readFile(zip.path);
+      assert.equal(bytes.length, zip.size);
+      assertViewerReadable(bytes);
+      return Object.keys(unzipSync(bytes)).sort();
+    };
+    // 300 KB incompressible members: the 1 MiB gap fills every few, so the directory moves.
+    for (let i = 0; i < 12; i++) {
+      const name = `samples/${i}_epoch_1.json`;
+      await zip.appendMembers([stored(name, randomBytes(150_000).toString('hex'))]);
+      written.push(name);
+      // Readers see at least the last checkpoint, never the member just written; a move of the
+      // directory (the gap was full) also shows the members written before it.
+      const seen = await read();
+      for (const name of visible) assert.ok(seen.includes(name), `${name} visible after member ${i}`);
+      for (const name of seen) assert.ok(written.slice(0, -1).includes(name), `${name} not yet checkpointed after member ${i}`);
+      if (i % 4 === 3) {
+        await zip.writeDirectory();
+        visible.push(...written.filter((n) => !visible.includes(n)));
+        assert.deepEqual(await read(), [...visible].sort(), `after the checkpoint at member ${i}`);
+      }
+    }
+    await zip.appendMembers([stored('samples/12_epoch_1.json', 'pending')]);
+    await zip.finish([stored('header.json', '{}')]);
+    await zip.close();
+    const bytes = await readFile(zip.path);
+    assertViewerReadable(bytes);
+    const files = unzipSync(bytes);
+    assert.equal(Object.keys(files).length, 14);
+    assert.equal(strFromU8(files['samples/12_epoch_1.json']!), 'pending');
+    // Compact: members, then the directory, with no gap left behind.
+    const payload = Object.values(files).reduce((n, f) => n + f.length, 0);
+    assert.ok(bytes.length < payload + 64 * 1024, `${bytes.length} bytes for ${payload} bytes of members`);
+  });
+
   test('a member appended again under its name replaces the old one for every reader', async () => {
     const zip = await ZipAppender.create(join(dir, 'replace.zip'));
     await zip.append([await prepareZipEntry('samples/1_epoch_1.json', 'first'), await prepareZipEntry('other.json', 'o')]);
@@ -145,7 +185,7 @@ describe('zip appender', () => {
   test('past 65535 members the ZIP64 end record holds the count', async () => {
     assert.deepEqual(python[0], { count: 70_000, last: 'm/69999.txt', content: 'member 69999', bad: null });
     await withZipReader(manyMembers, async (reader) => {
-      assert.equal(reader.entries.length, 70_000);
+      assert.equal(reader.names().length, 70_000);
       assert.equal(await reader.readText('m/12345.txt'), 'member 12345');
     });
     const bytes = await readFile(manyMembers);
@@ -156,7 +196,7 @@ describe('zip appender', () => {
     assert.ok((await stat(farOffsets)).size > 2 ** 32);
     assert.deepEqual(python[1], { count: 2, last: 'b.txt', content: 'past four gibibytes', bad: null });
     await withZipReader(farOffsets, async (reader) => {
-      assert.ok(reader.entries[1]!.localHeaderOffset > 2 ** 32);
+      assert.ok(reader.entry('b.txt')!.localHeaderOffset > 2 ** 32);
       assert.equal(await reader.readText('b.txt'), 'and further');
     });
     assert.equal(inspect[0].exception, undefined, inspect[0].traceback);

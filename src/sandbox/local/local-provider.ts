@@ -1,4 +1,4 @@
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtemp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -10,7 +10,7 @@ import {
   SandboxIsADirectoryError,
   SandboxPermissionError,
 } from '../../errors.js';
-import { TailBuffer } from '../../host/tail-buffer.js';
+import { spawnHelper } from '../../host/spawn-helper.js';
 import { argvTooLong } from '../argv-limit.js';
 import { withSizes } from '../exec-result.js';
 import {
@@ -107,59 +107,35 @@ export class LocalSandbox implements Sandbox {
     return isAbsolute(p) ? p : resolve(this.dir, p);
   }
 
-  exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
+  async exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
     const tooLong = argvTooLong(cmd);
-    if (tooLong) return Promise.resolve({ success: false, returncode: 126, stdout: '', stderr: tooLong });
+    if (tooLong) return { success: false, returncode: 126, stdout: '', stderr: tooLong };
     const ids = options.user ? userIds(options.user) : undefined;
-    return new Promise((resolvePromise, reject) => {
-      const child = spawn(cmd[0]!, cmd.slice(1), {
+    // Through the spawn helper: forking ct's own (large) process per command costs more as it grows.
+    let r;
+    try {
+      r = await spawnHelper.run(cmd[0]!, cmd.slice(1), {
         cwd: options.cwd ? this.path(options.cwd) : this.dir,
         env: { ...process.env, ...options.env },
         detached: true,
-        uid: ids?.uid,
-        gid: ids?.gid,
-        stdio: ['pipe', 'pipe', 'pipe'],
+        ...(ids && { uid: ids.uid, gid: ids.gid }),
+        ...(options.input !== undefined && { input: options.input }),
+        ...(options.timeout !== undefined && { timeoutMs: options.timeout * 1000 }),
+        maxOutput: EXEC_OUTPUT_LIMIT,
       });
-      const out = new TailBuffer(EXEC_OUTPUT_LIMIT);
-      const err = new TailBuffer(EXEC_OUTPUT_LIMIT);
-      let timedOut = false;
-      const timer =
-        options.timeout !== undefined
-          ? setTimeout(() => {
-              timedOut = true;
-              try {
-                process.kill(-child.pid!, 'SIGKILL');
-              } catch {
-                child.kill('SIGKILL');
-              }
-            }, options.timeout * 1000)
-          : undefined;
-      child.stdout.on('data', (c: Buffer) => out.push(c));
-      child.stderr.on('data', (c: Buffer) => err.push(c));
-      child.stdin.on('error', () => {});
-      child.on('error', (e: NodeJS.ErrnoException) => {
-        if (timer) clearTimeout(timer);
-        // Like a shell: a missing program is exit code 127, not an exception.
-        if (e.code === 'ENOENT' || e.code === 'EACCES') {
-          resolvePromise({ success: false, returncode: e.code === 'ENOENT' ? 127 : 126, stdout: '', stderr: e.message });
-        } else reject(e);
-      });
-      child.on('close', (code, signal) => {
-        if (timer) clearTimeout(timer);
-        const outBuf = out.toBuffer();
-        const errBuf = err.toBuffer();
-        const stdout = outBuf.toString('utf8');
-        const stderr = errBuf.toString('utf8');
-        if (timedOut) {
-          reject(new ExecTimeoutError(`Command timed out after ${options.timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr));
-          return;
-        }
-        const returncode = code ?? 128 + (signal ? 9 : 0);
-        resolvePromise(withSizes({ success: returncode === 0, returncode, stdout, stderr }, out.dropped, err.dropped, outBuf.length, errBuf.length));
-      });
-      if (options.input !== undefined) child.stdin.end(options.input);
-      else child.stdin.end();
-    });
+    } catch (e) {
+      // Like a shell: a missing program is exit code 127, not an exception.
+      const code = (e as { code?: string }).code;
+      if (code === 'ENOENT' || code === 'EACCES') {
+        return { success: false, returncode: code === 'ENOENT' ? 127 : 126, stdout: '', stderr: (e as Error).message };
+      }
+      throw e;
+    }
+    const stdout = r.stdout.toString('utf8');
+    const stderr = r.stderr.toString('utf8');
+    if (r.timedOut) throw new ExecTimeoutError(`Command timed out after ${options.timeout} s: ${cmd.join(' ').slice(0, 200)}`, stdout, stderr);
+    const returncode = r.code ?? 128 + (r.signal ? 9 : 0);
+    return withSizes({ success: returncode === 0, returncode, stdout, stderr }, r.stdoutDropped, r.stderrDropped, r.stdout.length, r.stderr.length);
   }
 
   async writeFile(path: string, contents: string | Uint8Array): Promise<void> {

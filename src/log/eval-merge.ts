@@ -1,0 +1,173 @@
+/**
+ * Merges many `.eval` logs (typically one sample each, as fleet workers write them) into one log,
+ * through the same writer as a run, streaming: one input is open at a time (plus a few read
+ * ahead), each sample's member is copied as it is stored (no inflate and deflate), and results,
+ * reductions and model usage accumulate from the inputs' summaries. So memory does not grow with
+ * the number of inputs beyond one small key per sample.
+ *
+ * Duplicates: the first input holding an (id, epoch) wins, in the order the inputs are given;
+ * later ones are dropped and listed in the result (`duplicates`). Inputs are read ahead in
+ * parallel but written strictly in order, so which copy is kept never depends on timing. Failed
+ * jobs (`failures`) come after every input: a failure for an (id, epoch) that an input already
+ * holds is dropped the same way.
+ */
+import { readSampleFrom, readSummariesFrom, sampleEntriesOf } from './eval-reader.js';
+import { EvalLogWriter, sampleMemberName, type FinishOptions } from './eval-writer.js';
+import { sampleSummary } from './sample-summary.js';
+import { EvalSampleSchema, type EvalError, type EvalLog, type EvalPlan, type EvalSampleSummary, type EvalSpec } from './types.js';
+import type { PreparedEntry } from './zip-appender.js';
+import { ZipReader } from './zip-reader.js';
+
+/** A log to merge: its bytes (e.g. fetched from a result store) or its path. */
+export type MergeInput = Buffer | string;
+
+/** A job that failed for good: it becomes a sample with an error naming its attempts and workers. */
+export interface FailedJob {
+  id: string | number;
+  epoch: number;
+  /** What the last attempt reported. */
+  message: string;
+  attempts: number;
+  /** The workers that tried it, in order. */
+  workers: string[];
+  /** The sample's input, when known (default empty). */
+  input?: string;
+}
+
+export interface MergeEvalLogsOptions {
+  logDir: string;
+  /** Default: named from `spec` as Inspect names logs. */
+  fileName?: string;
+  spec: EvalSpec;
+  plan: EvalPlan;
+  inputs: AsyncIterable<MergeInput> | Iterable<MergeInput>;
+  failures?: AsyncIterable<FailedJob> | Iterable<FailedJob>;
+  status: FinishOptions['status'];
+  error?: EvalError;
+  stats: FinishOptions['stats'];
+  /** Samples planned, for the results (default: the samples merged). */
+  totalSamples?: number;
+  /** Inputs opened ahead of the one being written (default `DEFAULT_READ_AHEAD`). */
+  readAhead?: number;
+  /** See `EvalLogWriterOptions.checkpointSeconds`. */
+  checkpointSeconds?: number;
+}
+
+/** Inputs read ahead by default: enough to overlap file reads with writing, few enough to stay small. */
+export const DEFAULT_READ_AHEAD = 8;
+
+export interface MergeResult {
+  path: string;
+  header: EvalLog;
+  /** Samples written, failed jobs included. */
+  samples: number;
+  /** Failed jobs written as error samples. */
+  failed: number;
+  /** (id, epoch) pairs dropped because an earlier input (or sample) held them; `source` names the input. */
+  duplicates: Array<{ id: string | number; epoch: number; source: string }>;
+}
+
+interface ReadSample {
+  entry: PreparedEntry;
+  summary: EvalSampleSummary;
+}
+
+/** Merges `inputs` (then `failures`) into one new log in `logDir`. */
+export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResult> {
+  const writer = await EvalLogWriter.create({
+    logDir: o.logDir,
+    spec: o.spec,
+    plan: o.plan,
+    ...(o.fileName !== undefined && { fileName: o.fileName }),
+    ...(o.checkpointSeconds !== undefined && { checkpointSeconds: o.checkpointSeconds }),
+  });
+  const duplicates: MergeResult['duplicates'] = [];
+  let failed = 0;
+  try {
+    let index = 0;
+    for await (const { source, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++)) {
+      for (const { entry, summary } of samples) {
+        if (writer.has(summary.id, summary.epoch)) {
+          duplicates.push({ id: summary.id, epoch: summary.epoch, source });
+          continue;
+        }
+        await writer.addSampleEntry(entry, summary);
+      }
+    }
+    for await (const job of o.failures ?? []) {
+      if (writer.has(job.id, job.epoch)) {
+        duplicates.push({ id: job.id, epoch: job.epoch, source: 'failed job' });
+        continue;
+      }
+      await writer.addSample(failedJobSample(job));
+      failed += 1;
+    }
+  } catch (err) {
+    await writer.close().catch(() => undefined);
+    throw err;
+  }
+  const header = await writer.finish({
+    status: o.status,
+    stats: o.stats,
+    totalSamples: o.totalSamples ?? writer.samples,
+    ...(o.error && { error: o.error }),
+  });
+  return { path: writer.path, header, samples: writer.samples, failed, duplicates };
+}
+
+/** The error sample standing for a job that failed for good. */
+export function failedJobSample(job: FailedJob) {
+  const workers = job.workers.length ? job.workers.join(', ') : 'no worker';
+  const message = `failed after ${job.attempts} attempt(s) on ${workers}: ${job.message}`;
+  return EvalSampleSchema.parse({
+    id: job.id,
+    epoch: job.epoch,
+    input: job.input ?? '',
+    target: '',
+    error: { message, traceback: message, traceback_ansi: message },
+    metadata: { ct_failed_job: { attempts: job.attempts, workers: job.workers } },
+  });
+}
+
+/** Opens inputs up to `ahead` at once, yielding their samples in input order. */
+async function* readAhead(
+  inputs: AsyncIterable<MergeInput> | Iterable<MergeInput>,
+  ahead: number,
+  nextIndex: () => number,
+): AsyncGenerator<{ source: string; samples: ReadSample[] }> {
+  const pending: Array<Promise<{ source: string; samples: ReadSample[] }>> = [];
+  for await (const input of inputs) {
+    const source = typeof input === 'string' ? input : `input #${nextIndex() + 1}`;
+    const read = readInput(input, source);
+    read.catch(() => undefined); // awaited in order below; a rejection is not unhandled meanwhile
+    pending.push(read);
+    if (pending.length >= ahead) yield await pending.shift()!;
+  }
+  while (pending.length) yield await pending.shift()!;
+}
+
+async function readInput(input: MergeInput, source: string): Promise<{ source: string; samples: ReadSample[] }> {
+  const zip = typeof input === 'string' ? await ZipReader.open(input) : await ZipReader.fromBuffer(input, source);
+  try {
+    const summaries = new Map((await readSummariesFrom(zip)).map((s) => [`${s.id}\u0000${s.epoch}`, s] as const));
+    const samples: ReadSample[] = [];
+    for (const member of sampleEntriesOf(zip)) {
+      const stored = zip.entry(member.name)!;
+      // A log without a summary for this sample (a crashed writer): summarise the sample itself.
+      const summary = summaries.get(`${member.id}\u0000${member.epoch}`) ?? sampleSummary(await readSampleFrom(zip, member.name));
+      samples.push({
+        summary,
+        entry: {
+          name: sampleMemberName(summary.id, summary.epoch),
+          data: await zip.readRaw(member.name),
+          crc32: stored.crc32,
+          uncompressedSize: stored.uncompressedSize,
+          method: stored.method,
+        },
+      });
+    }
+    return { source, samples };
+  } finally {
+    await zip.close();
+  }
+}
