@@ -15,9 +15,10 @@ import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
+import { addFleetOptions, checkNoFleetFlags, isFleetRun, runFleetCommand, type FleetFlags } from './run-fleet.js';
 import { ctVersion } from './version.js';
 
-interface RunEvalFlags {
+interface RunEvalFlags extends FleetFlags {
   env: string[];
   mainTask: string[];
   sideTask: string[];
@@ -93,6 +94,7 @@ export function registerRunCommands(program: Command): void {
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
     });
+  addFleetOptions(run.commands.find((c) => c.name() === 'eval')!);
   addRemoteSandboxOptions(run.commands.find((c) => c.name() === 'eval')!, true).addHelpText(
     'after',
     `Remote sandbox examples:\n${REMOTE_SANDBOX_EXAMPLES}${REMOTE_SANDBOX_NOTES}`,
@@ -129,6 +131,11 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   if (flags.trajectory && flags.policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
   const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd() });
   checkPolicyFitsSamples(policy, samples);
+  if (isFleetRun(flags)) {
+    const perWorker = flags.maxSamples ?? config.fleet.samples_per_worker;
+    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: sampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv });
+  }
+  checkNoFleetFlags(flags);
 
   const runId = newRunId();
   const registry = new RunRegistry(config.state_dir);

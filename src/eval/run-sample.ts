@@ -42,6 +42,8 @@ export interface RunSampleArgs {
   /** Aborted on Ctrl-C: the sample stops, its sandbox is torn down, it is recorded as cancelled. */
   signal: AbortSignal;
   onPhase?: (phase: SamplePhase) => void;
+  /** Told the error the sample ends with, whose class the log's message no longer carries (a fleet worker decides from it whether to retry). */
+  onError?: (error: unknown) => void;
 }
 
 /** Where a sample is; reported to progress displays. */
@@ -93,6 +95,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
   } catch (e) {
     error = toEvalError(e);
     t.event({ event: 'error', error });
+    args.onError?.(e);
   } finally {
     if (sandboxes) {
       args.onPhase?.('cleanup');

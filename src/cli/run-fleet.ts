@@ -1,0 +1,311 @@
+/**
+ * `ct run eval --fleet` / `--ec2`: the fleet flags of `ct run eval` and the controller command.
+ * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { fileURLToPath } from 'node:url';
+import { Option, type Command } from 'commander';
+import type { Config } from '../config/config.js';
+import { ConfigError } from '../errors.js';
+import type { SampleOptions } from '../eval/sample-options.js';
+import { PROTOCOL_VERSION } from '../fleet/protocol.js';
+import type { RunManifest } from '../fleet/run-manifest.js';
+import type { Policy } from '../policies/types.js';
+import type { Sample } from '../tasks/types.js';
+import { collect, positiveInt } from './parse.js';
+
+export interface FleetFlags {
+  fleet?: boolean;
+  ec2?: boolean;
+  workers?: string;
+  maxWorkers?: number;
+  estimate?: boolean;
+  yes?: boolean;
+  newFleet?: boolean;
+  extraSrc: string[];
+  workerSetup?: string;
+}
+
+/** The fleet flags of `ct run eval`. */
+export function addFleetOptions(cmd: Command): Command {
+  return cmd
+    .option('--fleet', 'run on a fleet of workers fed by an SQS queue, results in S3 (see --workers)')
+    .option('--ec2', 'fleet mode with EC2 workers (= --fleet --workers ec2)')
+    .option('--workers <kind>', 'with --fleet: local:N (N worker processes here), external (you start them), ec2 (default)')
+    .option('--max-workers <n>', 'with --fleet: workers at most (default 10, CT_FLEET_MAX_WORKERS)', positiveInt)
+    .option('--estimate', 'with --fleet: print the jobs, workers, time and cost, then exit without starting anything')
+    .option('-y, --yes', 'with --fleet: start without asking (needed when there is no terminal)')
+    .option('--new-fleet', 'with --fleet: drop earlier results of the same fleet and start over (default: resume)')
+    .option('--extra-src <dir>', 'with --fleet: ship DIR to workers as an import root for module:export policies and sandboxes (repeatable)', collect, [])
+    .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
+    .addHelpText(
+      'after',
+      '\nFleet examples:\n' +
+        '  ct run eval --fleet --workers local:2 --task-file demo --policy test --epochs 5 --yes\n' +
+        '  ct run eval --fleet --workers external --task-file demo --epochs 10 --estimate\n' +
+        '  ct run eval --ec2 --task-file medium --policy honest --epochs 10 --max-workers 20\n',
+    );
+}
+
+export function isFleetRun(flags: FleetFlags): boolean {
+  return Boolean(flags.fleet || flags.ec2);
+}
+
+/** Fleet flags given without --fleet are refused rather than ignored. */
+export function checkNoFleetFlags(flags: FleetFlags): void {
+  const given = [
+    flags.workers !== undefined && '--workers',
+    flags.maxWorkers !== undefined && '--max-workers',
+    flags.estimate && '--estimate',
+    flags.newFleet && '--new-fleet',
+    flags.extraSrc.length > 0 && '--extra-src',
+    flags.workerSetup !== undefined && '--worker-setup',
+  ].filter(Boolean);
+  if (given.length) throw new ConfigError(`${given.join(', ')} only apply to fleet runs; add --fleet (or --ec2)`);
+}
+
+export interface FleetRunInput {
+  flags: FleetFlags & { quiet?: boolean; json?: boolean; failOnError: boolean; policy: string; sandbox: string };
+  config: Config;
+  samples: Sample[];
+  epochs: number;
+  policy: Policy;
+  policyArgs: Record<string, string>;
+  taskName: string;
+  sampleOptions: SampleOptions;
+  /** Samples each worker runs at once (--max-samples, else fleet.samples_per_worker). */
+  perWorker: number;
+  version: string;
+  /** The command line, for the resume hint. */
+  argv: string[];
+}
+
+/** Runs the controller; returns the exit code. */
+export async function runFleetCommand(input: FleetRunInput): Promise<number> {
+  const { flags, config } = input;
+  const workers = flags.ec2 ? 'ec2' : (flags.workers ?? 'ec2');
+  if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
+  const { parseWorkersSpec, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
+  const spec = parseWorkersSpec(workers);
+  if (spec.kind === 'ec2') {
+    throw new ConfigError('EC2 workers are not available yet; use --fleet --workers local:N (processes on this machine) or --workers external (your own machines)');
+  }
+  const extraSrc = flags.extraSrc.map((d) => resolve(d));
+  for (const d of extraSrc) if (!existsSync(d) || !statSync(d).isDirectory()) throw new ConfigError(`--extra-src ${d}: no such directory`);
+  const { checkCredentialSources } = await import('../cloud/credentials.js');
+  checkCredentialSources(config.aws_env);
+
+  const { jobsOf } = await import('../fleet/run-manifest.js');
+  const jobs = jobsOf(input.samples, input.epochs);
+  const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
+  const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
+  const base: Omit<RunManifest, 'fleet_id' | 'created'> = {
+    version: PROTOCOL_VERSION,
+    task_name: input.taskName,
+    epochs: input.epochs,
+    policy: { name: flags.policy, args: input.policyArgs },
+    ...(input.policy.model ? { model: input.policy.model } : {}),
+    sample_options: input.sampleOptions,
+    samples_per_worker: input.perWorker,
+    settings: [...new Set(jobs.map((j) => j.setting))].sort(),
+    jobs,
+    sandbox: flags.sandbox,
+    extra_src: extraSrc,
+  };
+  const fleetId = fleetIdOf(base, { instanceType: config.ec2.instance_type });
+  const manifest: RunManifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
+
+  const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
+  applyAwsEnvironment(config.aws_env);
+  const { FleetStore } = await import('../fleet/fleet-store.js');
+  const { FleetIo } = await import('../fleet/fleet-io.js');
+  const { inspectFleet, runFleet } = await import('../fleet/controller.js');
+  const { estimateFleet, formatEstimate } = await import('../fleet/estimate.js');
+  const { sqs, s3 } = createFleetClients(config.ec2.region);
+  const io = new FleetIo(new FleetStore({ sqs, s3, bucket: config.fleet.bucket, fleetId, queuePrefix: config.fleet.queue_prefix }), s3);
+  const out = (s: string) => process.stderr.write(`${s}\n`);
+  try {
+    let state = flags.newFleet ? { exists: false, results: new Set<string>(), failed: new Set<string>() } : await inspectFleet(io, manifest);
+    if (state.exists) {
+      // Same jobs as before: keep the first controller's manifest (its creation time names the merged log).
+      const prior = JSON.parse((await io.store.get(io.names.manifestKey))!.toString('utf8')) as { created: string };
+      manifest.created = prior.created;
+    }
+    const estimate = estimateFleet({
+      fleetId,
+      jobs: jobs.length,
+      done: new Set([...state.results, ...state.failed]).size,
+      workers: workerCount,
+      perWorker: input.perWorker,
+      secondsPerSample: config.fleet.estimate_seconds_per_sample,
+      pricePerWorkerHour: 0,
+    });
+    const label = spec.kind === 'local' ? `local processes on this machine` : 'started by you on your machines';
+    out(formatEstimate(estimate, label));
+    if (flags.estimate) return 0;
+    if (!flags.yes) {
+      if (!process.stdin.isTTY) throw new ConfigError('no terminal to confirm on: pass --yes to start the fleet (or --estimate to only see the estimate)');
+      const rl = createInterface({ input: process.stdin, output: process.stderr });
+      const answer = await rl.question('Proceed? [y/N] ');
+      rl.close();
+      if (!/^y(es)?$/i.test(answer.trim())) {
+        out('not started');
+        return 0;
+      }
+    }
+    if (flags.newFleet) {
+      await io.deleteFleetObjects();
+      state = { exists: false, results: new Set(), failed: new Set() };
+    }
+
+    const { FleetEventsLog } = await import('../fleet/events-log.js');
+    const { createFleetProgress } = await import('../fleet/fleet-progress.js');
+    const events = new FleetEventsLog(config.log_dir, fleetId);
+    const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
+    const launcher =
+      spec.kind === 'local'
+        ? new LocalLauncher({
+            fleetId,
+            region: config.ec2.region,
+            concurrency: input.perWorker,
+            cwd: process.cwd(),
+            env: process.env,
+            logDir: join(config.log_dir, 'fleet', fleetId),
+          })
+        : new ExternalLauncher({ fleetId, region: config.ec2.region });
+    const ac = new AbortController();
+    let signals = 0;
+    const onSignal = () => {
+      signals++;
+      if (signals === 1) {
+        progress.note('Stopping: the fleet is kept (queues and results); run the same command again to resume (Ctrl-C again to force).');
+        ac.abort();
+      } else process.exit(130);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    const resumeCommand = resumeCommandOf(input.argv);
+    let r;
+    try {
+      r = await runFleet({
+        io,
+        manifest,
+        state,
+        launcher,
+        workers: workerCount,
+        timings: {
+          visibilityTimeout: config.fleet.visibility_timeout,
+          maxReceiveCount: config.fleet.max_receive_count,
+          pollSeconds: config.fleet.poll_seconds,
+          checkSeconds: config.fleet.check_seconds,
+          staleWarningMinutes: config.fleet.stale_warning_minutes,
+          staleTeardownMinutes: config.fleet.stale_teardown_minutes,
+        },
+        logDir: config.log_dir,
+        version: input.version,
+        events,
+        progress,
+        pricePerWorkerHour: 0,
+        resumeCommand,
+        signal: ac.signal,
+      });
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      if (spec.kind === 'local') await sweepLocalSandboxes(config);
+    }
+    if (r.end !== 'complete') {
+      out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : 'stopped'}; results are kept in s3://${io.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
+      return r.end === 'stopped' ? 130 : 1;
+    }
+    const m = r.merge!;
+    if (flags.json) {
+      process.stdout.write(
+        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, launched: r.launched.length, failed_jobs: r.failures, samples: m.rows })}\n`,
+      );
+    } else printFleetSummary(fleetId, r.enqueued, r.launched.length, m, r.failures);
+    const failed = m.rows.some((x) => x.error) || m.missing.length > 0;
+    return failed && flags.failOnError ? 1 : 0;
+  } finally {
+    sqs.destroy();
+    s3.destroy();
+  }
+}
+
+/** Sandboxes of local workers that were killed (their process is gone) are removed at the end. */
+async function sweepLocalSandboxes(config: Config): Promise<void> {
+  const { createProvider } = await import('../sandbox/registry.js');
+  const { RunRegistry, newRunId } = await import('../sandbox/run-registry.js');
+  const registry = new RunRegistry(config.state_dir);
+  const provider = await createProvider('docker', { config, runId: newRunId(), registry, onNotice: () => {} });
+  const swept = await provider.sweep().catch(() => ({ removed: [] as string[] }));
+  if (swept.removed.length) process.stderr.write(`removed ${swept.removed.length} sandbox(es) left by killed workers\n`);
+  await provider.close?.().catch(() => {});
+}
+
+/**
+ * The fleet id: a hash of everything that changes results — ct's code (HEAD and uncommitted
+ * changes of the checkout workers run), the policy and its arguments, the jobs, epochs, sample
+ * options, sandbox, extra-src trees, instance type and protocol version; not --max-workers,
+ * --yes or the log dir. Same command, same fleet: a re-run resumes. Temporary: replaced by
+ * fleet/fleet-id (which hashes extra-src content and the worker-setup script too).
+ */
+function fleetIdOf(m: Omit<RunManifest, 'fleet_id' | 'created'>, o: { instanceType: string }): string {
+  const h = createHash('sha256');
+  h.update(JSON.stringify([codeVersion(), m.version, m.policy, m.jobs.map((j) => j.job_id), m.epochs, m.sample_options, m.sandbox, m.extra_src, o.instanceType]));
+  return h.digest('hex').slice(0, 16);
+}
+
+/** HEAD of ct's own checkout plus a hash of its uncommitted changes; the package version outside git. */
+function codeVersion(): string {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+  try {
+    const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const diff = execFileSync('git', ['diff', 'HEAD', '--', 'src', 'bin', 'package.json'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 64 * 1024 * 1024 });
+    return `${head}:${createHash('sha256').update(diff).digest('hex')}`;
+  } catch {
+    return `package:${basename(root)}`;
+  }
+}
+
+function resumeCommandOf(argv: string[]): string {
+  const args = argv.slice(2).filter((a) => a !== '--new-fleet');
+  return ['ct', ...args].map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
+function printFleetSummary(
+  fleetId: string,
+  enqueued: number,
+  launched: number,
+  m: import('../fleet/merge-results.js').MergeOutcome,
+  failures: import('../fleet/fleet-io.js').FailureRecord[],
+): void {
+  const lines: string[] = [];
+  const scored = m.rows.filter((r) => !r.error);
+  const pct = (key: string) => {
+    const vals = scored.map((s) => s.scores?.[key]).filter(Boolean);
+    if (vals.length === 0) return undefined;
+    const c = vals.filter((v) => v === 'C').length;
+    return `${key.replace('_task_success', ' task')} ${c}/${vals.length} (${Math.round((100 * c) / vals.length)}%)`;
+  };
+  const totals = [pct('main_task_success'), pct('side_task_success')].filter(Boolean).join(', ');
+  lines.push(`fleet ${fleetId}: ${enqueued} job(s) enqueued, ${launched} worker(s) launched`);
+  const errors = m.rows.filter((r) => r.error);
+  lines.push(`${m.status}: ${m.rows.length} sample(s)${totals ? `; ${totals}` : ''}${errors.length ? `; ${errors.length} error(s) (not scored)` : ''}`);
+  if (failures.length) {
+    lines.push(`failed jobs (${failures.length}):`);
+    for (const f of failures) lines.push(`  ${f.job_id}: ${f.attempts} attempt(s)${f.workers.length ? ` on ${[...new Set(f.workers)].join(', ')}` : ''}: ${f.error.split('\n')[0]!.slice(0, 200)}`);
+  }
+  const sampleErrors = errors.filter((r) => !failures.some((f) => f.job_id === r.jobId));
+  if (sampleErrors.length) {
+    lines.push(`samples with errors (${sampleErrors.length}):`);
+    for (const r of sampleErrors) lines.push(`  ${r.jobId}: ${r.error!.split('\n')[0]!.slice(0, 200)}`);
+  }
+  if (m.missing.length) lines.push(`jobs without a result: ${m.missing.join(', ')}`);
+  lines.push(`log: ${m.path}`);
+  process.stdout.write(`${lines.join('\n')}\n`);
+}

@@ -1,0 +1,143 @@
+/**
+ * Launchers: what starts a fleet's workers (`--workers KIND`).
+ *
+ *   local:N    N `ct fleet worker` processes on this machine (they share its Docker)
+ *   external   nothing: the controller prints the command to start workers elsewhere
+ *   ec2        EC2 instances that bootstrap a worker (not available yet: refused with exit 2)
+ *
+ * The interface is the seam `fleet/types.ts` names `WorkerLauncher`; it is declared here until
+ * that file exists.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ConfigError } from '../errors.js';
+
+export interface WorkerLauncher {
+  /** `local`, `external` or `ec2`. */
+  readonly kind: string;
+  /** Starts `count` workers; returns their names. */
+  launch(count: number): Promise<string[]>;
+  /** Names of the workers still running, or undefined when the launcher cannot know (external). */
+  live(): Promise<string[] | undefined>;
+  /** Stops every worker it started (SIGTERM, then SIGKILL after `graceMs`). */
+  stopAll(graceMs: number): Promise<void>;
+  /** How a user starts a worker by hand, for messages. */
+  workerCommand(): string;
+}
+
+/** `--workers` parsed: `local:N`, `external` or `ec2`. */
+export type WorkersSpec = { kind: 'local'; count: number } | { kind: 'external' } | { kind: 'ec2' };
+
+/** Parses `--workers`; malformed values are a ConfigError naming the accepted forms. */
+export function parseWorkersSpec(value: string): WorkersSpec {
+  if (value === 'external') return { kind: 'external' };
+  if (value === 'ec2') return { kind: 'ec2' };
+  const m = /^local:([1-9][0-9]{0,2})$/.exec(value);
+  if (m) return { kind: 'local', count: Number(m[1]) };
+  throw new ConfigError(`--workers ${value}: expected local:N (N from 1 to 999 worker processes on this machine), external, or ec2`);
+}
+
+/** The command a worker runs for this fleet. */
+export function workerCommandLine(fleetId: string, region: string, concurrency?: number): string[] {
+  return ['fleet', 'worker', '--fleet', fleetId, '--region', region, ...(concurrency !== undefined ? ['--concurrency', String(concurrency)] : [])];
+}
+
+/** The package's `ct` entry point (bin/ct.js), run with this Node. */
+const CT_BIN = fileURLToPath(new URL('../../../bin/ct.js', import.meta.url));
+
+export interface LocalLauncherOptions {
+  fleetId: string;
+  region: string;
+  concurrency: number;
+  /** Workers run here (relative policy paths and settings resolve as for the controller). */
+  cwd: string;
+  /** The controller's environment: AWS settings, API keys and CT_* reach workers this way only. */
+  env: NodeJS.ProcessEnv;
+  /** Each worker's stdout and stderr go to `<logDir>/worker-<n>.log`. */
+  logDir: string;
+}
+
+/** `local:N`: worker processes on this machine, each in its own process group. */
+export class LocalLauncher implements WorkerLauncher {
+  readonly kind = 'local';
+  private readonly children = new Map<string, ChildProcess>();
+  private started = 0;
+
+  constructor(private readonly o: LocalLauncherOptions) {}
+
+  async launch(count: number): Promise<string[]> {
+    mkdirSync(this.o.logDir, { recursive: true });
+    const names: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const name = `local-${++this.started}`;
+      const out = createWriteStream(join(this.o.logDir, `worker-${this.started}.log`), { flags: 'a' });
+      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, this.o.concurrency)], {
+        cwd: this.o.cwd,
+        env: { ...this.o.env, CT_WORKER_NAME: name },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout!.pipe(out, { end: false });
+      child.stderr!.pipe(out, { end: false });
+      this.children.set(name, child);
+      child.once('exit', () => {
+        this.children.delete(name);
+        setTimeout(() => out.end(), 100);
+      });
+      names.push(name);
+    }
+    return names;
+  }
+
+  async live(): Promise<string[]> {
+    return [...this.children.entries()].filter(([, c]) => c.exitCode === null && c.signalCode === null).map(([n]) => n);
+  }
+
+  /** Process ids of the running workers (tests and the events log name them). */
+  pids(): Record<string, number> {
+    return Object.fromEntries([...this.children.entries()].map(([n, c]) => [n, c.pid!]));
+  }
+
+  async stopAll(graceMs: number): Promise<void> {
+    const alive = [...this.children.values()].filter((c) => c.exitCode === null && c.signalCode === null);
+    await Promise.all(
+      alive.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            const timer = setTimeout(() => c.kill('SIGKILL'), graceMs);
+            c.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            c.kill('SIGTERM');
+          }),
+      ),
+    );
+  }
+
+  workerCommand(): string {
+    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, this.o.concurrency).join(' ')}`;
+  }
+}
+
+/** `external`: the user starts workers on their own machines; nothing is launched here. */
+export class ExternalLauncher implements WorkerLauncher {
+  readonly kind = 'external';
+
+  constructor(private readonly o: { fleetId: string; region: string }) {}
+
+  async launch(): Promise<string[]> {
+    return [];
+  }
+
+  async live(): Promise<undefined> {
+    return undefined;
+  }
+
+  async stopAll(): Promise<void> {}
+
+  workerCommand(): string {
+    return `ct ${workerCommandLine(this.o.fleetId, this.o.region).join(' ')}`;
+  }
+}
