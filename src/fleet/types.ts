@@ -50,6 +50,12 @@ export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = 
   dead: [],
 };
 
+/** Longest long poll SQS allows, in seconds (what a worker waits for work). */
+export const LONG_POLL_SECONDS = 20;
+
+/** SQS takes at most 10 messages per batch call and returns at most 10 per receive. */
+export const SQS_BATCH = 10;
+
 /** Queue attributes the controller sets on the work queue (and reconciles on resume). */
 export interface QueueSettings {
   /** Seconds a received job stays invisible before it is offered again (config `fleet.visibility_timeout`, default 600). */
@@ -148,8 +154,8 @@ export interface ResultStore {
   putResult(jobId: string, body: Uint8Array): Promise<PutOutcome>;
   hasResult(jobId: string): Promise<boolean>;
   getResult(jobId: string): Promise<Uint8Array | undefined>;
-  /** Job ids with a result, one page at a time in key order (`after`: the last id of the previous page). */
-  listResultIds(o?: { after?: string; pageSize?: number }): Promise<{ ids: string[]; more: boolean }>;
+  /** Job ids with a result, one page at a time in key order; pass the returned `cursor` for the next page (undefined: no more). */
+  listResultIds(o?: { cursor?: string; pageSize?: number }): Promise<{ ids: string[]; cursor?: string }>;
   /** Writes the manifest unless one is there (a resumed fleet keeps its first). */
   putManifest(manifest: Manifest): Promise<PutOutcome>;
   /** The fleet's manifest, or undefined; a ConfigError naming both versions when another protocol wrote it. */
