@@ -30,7 +30,7 @@ export function registerFleetCommands(program: Command): void {
         '\nNeeds Docker, AWS credentials (the usual AWS_* variables or a profile) and the settings the fleet uses.\n' +
         'Stops when the controller deleted the fleet\'s queues, or after fleet.idle_polls empty polls in a row\n' +
         '(CT_FLEET_IDLE_POLLS) with nothing running and nothing queued. On SIGTERM or Ctrl-C it takes no more jobs,\n' +
-        'hands back what it had not started, cancels running samples and hands their jobs back (exit 130);\n' +
+        'hands back what it had not started, cancels running samples and hands their jobs back (exit 143 on SIGTERM,\n130 on Ctrl-C);\n' +
         'a second signal exits at once.\n',
     )
     .action(async (flags: WorkerFlags) => {
@@ -45,52 +45,32 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
   applyAwsEnvironment(config.aws_env);
-  const { FleetStore } = await import('../fleet/fleet-store.js');
-  const { FleetIo } = await import('../fleet/fleet-io.js');
+  const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
+  const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { runWorker } = await import('../fleet/worker.js');
   const { sqs, s3 } = createFleetClients(config.ec2.region);
-  let io: InstanceType<typeof FleetIo>;
+  let queue: InstanceType<typeof SqsJobQueue>;
+  let store: InstanceType<typeof S3ResultStore>;
   try {
-    io = new FleetIo(new FleetStore({ sqs, s3, bucket: config.fleet.bucket, fleetId: flags.fleet, queuePrefix: config.fleet.queue_prefix }), s3);
+    queue = new SqsJobQueue({ sqs, fleetId: flags.fleet, queuePrefix: config.fleet.queue_prefix });
+    store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId: flags.fleet });
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
   const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
-  const graceful = new AbortController();
-  const force = new AbortController();
-  let signals = 0;
-  const onSignal = (name: string) => {
-    signals++;
-    if (signals === 1) {
-      log(`${name}: stopping: no new jobs; running samples are cancelled and their jobs handed back (again to force)`);
-      graceful.abort();
-    } else {
-      log(`${name} again: forced stop`);
-      force.abort();
-    }
-  };
-  const onInt = () => onSignal('SIGINT');
-  const onTerm = () => onSignal('SIGTERM');
-  process.on('SIGINT', onInt);
-  process.on('SIGTERM', onTerm);
   try {
     const result = await runWorker({
-      io,
+      queue,
+      store,
       config,
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
       workerName: config.fleet.worker_name ?? `${hostname()}-${process.pid}`,
       version: ctVersion(),
       cwd: process.cwd(),
-      signal: graceful.signal,
-      forceSignal: force.signal,
       log,
     });
-    // A forced stop leaves cancelled samples' work behind; nothing left is worth waiting for.
-    if (result.stopped === 'forced') process.exit(130);
-    return result.stopped === 'stopped' ? 130 : 0;
+    return result.exitCode;
   } finally {
-    process.off('SIGINT', onInt);
-    process.off('SIGTERM', onTerm);
     sqs.destroy();
     s3.destroy();
   }

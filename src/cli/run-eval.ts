@@ -1,16 +1,16 @@
 import { basename } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { loadConfig, type Config } from '../config/config.js';
+import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress } from '../eval/progress.js';
-import { DEFAULT_SAMPLE_OPTIONS } from '../eval/run-sample.js';
-import { runEval, type RunEvalResult } from '../eval/runner.js';
+import { errorExcerpt } from '../eval/error-excerpt.js';
+import { RunSession } from '../eval/run-session.js';
+import { MAX_SAMPLE_EPOCHS, runEval, type RunEvalResult } from '../eval/runner.js';
+import { buildSampleOptions } from '../eval/sample-options.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
-import { createProvider } from '../sandbox/registry.js';
-import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
@@ -122,6 +122,13 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     limit: flags.limit,
     cwd: process.cwd(),
   });
+  const sampleEpochs = samples.length * flags.epochs;
+  if (sampleEpochs > MAX_SAMPLE_EPOCHS) {
+    throw new ConfigError(
+      `${samples.length} sample(s) x --epochs ${flags.epochs} = ${sampleEpochs} sample runs; one run holds at most ${MAX_SAMPLE_EPOCHS}. ` +
+        'Lower --epochs (or select fewer samples with --limit), or split the work into several runs.',
+    );
+  }
   const policyArgs = { ...flags.policyArg };
   if (flags.trajectory) {
     const [file, id] = flags.trajectory.split('#', 2);
@@ -133,85 +140,41 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   checkPolicyFitsSamples(policy, samples);
   if (isFleetRun(flags)) {
     const perWorker = flags.maxSamples ?? config.fleet.samples_per_worker;
-    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: sampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv });
+    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv });
   }
   checkNoFleetFlags(flags);
 
-  const runId = newRunId();
-  const registry = new RunRegistry(config.state_dir);
   const progress = createProgress(process.stderr, flags.quiet);
-  const ac = new AbortController();
-  // Sandbox notices also go into each sample's log; the console shows each distinct one once.
-  const noted = new Set<string>();
-  const onNotice = (m: string) => {
-    if (noted.has(m)) return;
-    noted.add(m);
-    progress.note(m);
-  };
-  const provider = await createProvider(flags.sandbox, { config, runId, registry, onNotice });
-  await provider.preflight?.();
-  registry.register(runId);
-  let interrupts = 0;
-  const onSignal = () => {
-    interrupts++;
-    if (interrupts === 1) {
-      progress.note('Stopping: no new samples; tearing down running sandboxes (press Ctrl-C again to force)...');
-      ac.abort();
-    } else {
-      progress.note('Forced stop: removing sandboxes and exiting.');
-      const force = Promise.race([provider.taskCleanup(), new Promise((r) => setTimeout(r, 15_000))]);
-      void force.finally(() => {
-        registry.unregister(runId);
-        process.exit(130);
-      });
-    }
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const session = await RunSession.open({ config, sandbox: flags.sandbox, note: (m) => progress.note(m) });
   let result: RunEvalResult;
   try {
-    const swept = await provider.sweep().catch(() => ({ removed: [] as string[] }));
-    if (swept.removed.length) progress.note(`removed ${swept.removed.length} leftover sandbox(es) of runs that were killed`);
     result = await runEval({
       taskName: taskName(flags),
       samples,
       epochs: flags.epochs,
       maxSamples: flags.maxSamples ?? defaultMaxSamples(),
       failOnError: flags.failOnError,
-      provider,
+      session,
       policy,
       policyArgs,
       ...(policy.model ? { model: policy.model } : {}),
-      sampleOptions: sampleOptions(config, flags),
+      sampleOptions: buildSampleOptions(config, flags),
       logDir: config.log_dir,
-      runId,
       version: ctVersion(),
       progress,
-      signal: ac.signal,
     });
   } finally {
-    await provider.close?.().catch(() => {});
-    registry.unregister(runId);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    await session.close();
   }
-  if (flags.json) process.stdout.write(`${JSON.stringify({ log: result.logPath, status: result.status, samples: result.samples })}\n`);
-  else printSummary(result);
-  if (result.status === 'cancelled') return 130;
-  return result.samples.some((s) => s.error) && flags.failOnError ? 1 : 0;
-}
-
-function sampleOptions(config: Config, flags: RunEvalFlags) {
-  return {
-    ...DEFAULT_SAMPLE_OPTIONS,
-    sampleTimeLimit: flags.sampleTimeLimit,
-    scorerTimeout: flags.scorerTimeout ?? config.eval.scorer_timeout,
-    setupTimeout: config.eval.setup_timeout,
-    sandboxAttempts: config.sandbox.start_attempts,
-    messageLimit: flags.messageLimit,
-    tokenLimit: flags.tokenLimit,
-    tools: { bashTimeout: config.eval.bash_timeout, modelOutputLimit: config.eval.tool_output_limit },
-  };
+  if (flags.json) {
+    const out = { log: result.logPath, status: result.status, ...(result.error ? { error: result.error } : {}), samples: result.samples };
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+    // Whoever reads the JSON still sees on the console why the run failed outside its samples.
+    if (result.error) process.stderr.write(`error: ${errorExcerpt(result.error).join('\n  ')}\n`);
+  } else printSummary(result);
+  if (result.status === 'cancelled') return session.stoppedExitCode;
+  // `error`: samples failed (with --fail-on-error, the default) or the run failed outside them.
+  return result.status === 'error' ? 1 : 0;
 }
 
 /** `--model-role untrusted=sonnet` sets the config key models.aliases.untrusted. */
@@ -257,7 +220,36 @@ function printSummary(r: RunEvalResult): void {
   };
   const totals = [pct('main_task_success'), pct('side_task_success')].filter(Boolean).join(', ');
   const errors = r.samples.length - scored.length;
+  out.push(...errorSection(r));
   out.push('', `${r.status}: ${r.samples.length} sample(s)${totals ? `; ${totals}` : ''}${errors ? `; ${errors} error(s) (not scored)` : ''}`);
   out.push(`log: ${r.logPath}`);
   process.stdout.write(`${out.join('\n')}\n`);
+}
+
+/** Distinct errors shown in the summary, the rest counted (the log has every one). */
+const ERRORS_SHOWN = 10;
+/** Samples named per distinct error. */
+const SAMPLES_NAMED = 5;
+
+/**
+ * Why samples failed: each distinct error once, with the samples it hit and an excerpt of the
+ * reason (first line, last meaningful lines); then the run's own error, if it failed outside them.
+ */
+function errorSection(r: RunEvalResult): string[] {
+  const groups = new Map<string, string[]>();
+  for (const s of r.samples) {
+    if (!s.error) continue;
+    const ids = groups.get(s.error) ?? [];
+    ids.push(`${s.id} (epoch ${s.epoch})`);
+    groups.set(s.error, ids);
+  }
+  const out: string[] = [];
+  if (groups.size > 0) out.push('', 'errors:');
+  for (const [message, ids] of [...groups].slice(0, ERRORS_SHOWN)) {
+    const named = ids.slice(0, SAMPLES_NAMED).join(', ') + (ids.length > SAMPLES_NAMED ? ` and ${ids.length - SAMPLES_NAMED} more` : '');
+    out.push(`  ${named}:`, ...errorExcerpt(message).map((l) => `    ${l}`));
+  }
+  if (groups.size > ERRORS_SHOWN) out.push(`  ... ${groups.size - ERRORS_SHOWN} more distinct error(s); the log has every one`);
+  if (r.error) out.push('', 'run error:', ...errorExcerpt(r.error).map((l) => `  ${l}`));
+  return out;
 }

@@ -2,18 +2,14 @@
  * `ct run eval --fleet` / `--ec2`: the fleet flags of `ct run eval` and the controller command.
  * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
  */
-import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { SampleOptions } from '../eval/sample-options.js';
-import { PROTOCOL_VERSION } from '../fleet/protocol.js';
-import type { RunManifest } from '../fleet/run-manifest.js';
+import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
 import { collect, positiveInt } from './parse.js';
@@ -99,11 +95,11 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
 
-  const { jobsOf } = await import('../fleet/run-manifest.js');
+  const { jobsOf, pinSettings, fleetIdOf } = await import('../fleet/build-manifest.js');
   const jobs = jobsOf(input.samples, input.epochs);
   const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
   const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
-  const base: Omit<RunManifest, 'fleet_id' | 'created'> = {
+  const base: Omit<Manifest, 'fleet_id' | 'created'> = {
     version: PROTOCOL_VERSION,
     task_name: input.taskName,
     epochs: input.epochs,
@@ -111,34 +107,33 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ...(input.policy.model ? { model: input.policy.model } : {}),
     sample_options: input.sampleOptions,
     samples_per_worker: input.perWorker,
-    settings: [...new Set(jobs.map((j) => j.setting))].sort(),
+    settings: pinSettings(config, process.cwd(), jobs.map((j) => j.setting)),
+    // Local workers import module:export policies from the same paths; shipping the trees to other machines is the code artifact's part.
+    extra_src: [],
+    sandbox: { spec: flags.sandbox },
     jobs,
-    sandbox: flags.sandbox,
-    extra_src: extraSrc,
   };
-  const fleetId = fleetIdOf(base, { instanceType: config.ec2.instance_type });
-  const manifest: RunManifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
+  const fleetId = fleetIdOf({ ...base, extra_src: [] });
+  const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
 
   const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
   applyAwsEnvironment(config.aws_env);
-  const { FleetStore } = await import('../fleet/fleet-store.js');
-  const { FleetIo } = await import('../fleet/fleet-io.js');
+  const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
+  const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { inspectFleet, runFleet } = await import('../fleet/controller.js');
   const { estimateFleet, formatEstimate } = await import('../fleet/estimate.js');
   const { sqs, s3 } = createFleetClients(config.ec2.region);
-  const io = new FleetIo(new FleetStore({ sqs, s3, bucket: config.fleet.bucket, fleetId, queuePrefix: config.fleet.queue_prefix }), s3);
+  const queue = new SqsJobQueue({ sqs, fleetId, queuePrefix: config.fleet.queue_prefix });
+  const store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId });
   const out = (s: string) => process.stderr.write(`${s}\n`);
   try {
-    let state = flags.newFleet ? { exists: false, results: new Set<string>(), failed: new Set<string>() } : await inspectFleet(io, manifest);
-    if (state.exists) {
-      // Same jobs as before: keep the first controller's manifest (its creation time names the merged log).
-      const prior = JSON.parse((await io.store.get(io.names.manifestKey))!.toString('utf8')) as { created: string };
-      manifest.created = prior.created;
-    }
+    let state = flags.newFleet ? { done: new Set<string>() } : await inspectFleet(store, manifest);
+    // Same jobs as before: keep the first controller's creation time (it names the merged log).
+    if (state.prior) manifest.created = state.prior.created;
     const estimate = estimateFleet({
       fleetId,
       jobs: jobs.length,
-      done: new Set([...state.results, ...state.failed]).size,
+      done: state.done.size,
       workers: workerCount,
       perWorker: input.perWorker,
       secondsPerSample: config.fleet.estimate_seconds_per_sample,
@@ -158,8 +153,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       }
     }
     if (flags.newFleet) {
-      await io.deleteFleetObjects();
-      state = { exists: false, results: new Set(), failed: new Set() };
+      const { deleteFleetObjects } = await import('../fleet/delete-fleet-objects.js');
+      await deleteFleetObjects(s3, config.fleet.bucket, fleetId);
+      state = { done: new Set() };
     }
 
     const { FleetEventsLog } = await import('../fleet/events-log.js');
@@ -192,7 +188,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     let r;
     try {
       r = await runFleet({
-        io,
+        queue,
+        store,
+        ensureBucket: () => store.ensureBucket(),
         manifest,
         state,
         launcher,
@@ -219,15 +217,15 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       if (spec.kind === 'local') await sweepLocalSandboxes(config);
     }
     if (r.end !== 'complete') {
-      out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : 'stopped'}; results are kept in s3://${io.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
+      out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
       return r.end === 'stopped' ? 130 : 1;
     }
     const m = r.merge!;
     if (flags.json) {
       process.stdout.write(
-        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, launched: r.launched.length, failed_jobs: r.failures, samples: m.rows })}\n`,
+        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
       );
-    } else printFleetSummary(fleetId, r.enqueued, r.launched.length, m, r.failures);
+    } else printFleetSummary(fleetId, r.enqueued, r.launched.length, m);
     const failed = m.rows.some((x) => x.error) || m.missing.length > 0;
     return failed && flags.failOnError ? 1 : 0;
   } finally {
@@ -247,31 +245,6 @@ async function sweepLocalSandboxes(config: Config): Promise<void> {
   await provider.close?.().catch(() => {});
 }
 
-/**
- * The fleet id: a hash of everything that changes results — ct's code (HEAD and uncommitted
- * changes of the checkout workers run), the policy and its arguments, the jobs, epochs, sample
- * options, sandbox, extra-src trees, instance type and protocol version; not --max-workers,
- * --yes or the log dir. Same command, same fleet: a re-run resumes. Temporary: replaced by
- * fleet/fleet-id (which hashes extra-src content and the worker-setup script too).
- */
-function fleetIdOf(m: Omit<RunManifest, 'fleet_id' | 'created'>, o: { instanceType: string }): string {
-  const h = createHash('sha256');
-  h.update(JSON.stringify([codeVersion(), m.version, m.policy, m.jobs.map((j) => j.job_id), m.epochs, m.sample_options, m.sandbox, m.extra_src, o.instanceType]));
-  return h.digest('hex').slice(0, 16);
-}
-
-/** HEAD of ct's own checkout plus a hash of its uncommitted changes; the package version outside git. */
-function codeVersion(): string {
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-  try {
-    const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const diff = execFileSync('git', ['diff', 'HEAD', '--', 'src', 'bin', 'package.json'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 64 * 1024 * 1024 });
-    return `${head}:${createHash('sha256').update(diff).digest('hex')}`;
-  } catch {
-    return `package:${basename(root)}`;
-  }
-}
-
 function resumeCommandOf(argv: string[]): string {
   const args = argv.slice(2).filter((a) => a !== '--new-fleet');
   return ['ct', ...args].map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
@@ -282,8 +255,8 @@ function printFleetSummary(
   enqueued: number,
   launched: number,
   m: import('../fleet/merge-results.js').MergeOutcome,
-  failures: import('../fleet/fleet-io.js').FailureRecord[],
 ): void {
+  const failures = m.rows.filter((r) => r.dead);
   const lines: string[] = [];
   const scored = m.rows.filter((r) => !r.error);
   const pct = (key: string) => {
@@ -298,9 +271,9 @@ function printFleetSummary(
   lines.push(`${m.status}: ${m.rows.length} sample(s)${totals ? `; ${totals}` : ''}${errors.length ? `; ${errors.length} error(s) (not scored)` : ''}`);
   if (failures.length) {
     lines.push(`failed jobs (${failures.length}):`);
-    for (const f of failures) lines.push(`  ${f.job_id}: ${f.attempts} attempt(s)${f.workers.length ? ` on ${[...new Set(f.workers)].join(', ')}` : ''}: ${f.error.split('\n')[0]!.slice(0, 200)}`);
+    for (const f of failures) lines.push(`  ${f.jobId}: ${f.error!.split('\n')[0]!.slice(0, 300)}`);
   }
-  const sampleErrors = errors.filter((r) => !failures.some((f) => f.job_id === r.jobId));
+  const sampleErrors = errors.filter((r) => !r.dead);
   if (sampleErrors.length) {
     lines.push(`samples with errors (${sampleErrors.length}):`);
     for (const r of sampleErrors) lines.push(`  ${r.jobId}: ${r.error!.split('\n')[0]!.slice(0, 200)}`);

@@ -23,7 +23,7 @@ export function registerSandboxCommands(program: Command): void {
         else {
           for (const p of report.removed) process.stdout.write(`removed ${p}\n`);
           process.stdout.write(
-            `${report.removed.length} sandbox project(s) removed${report.kept.length ? `, ${report.kept.length} kept (their run is still going; --all removes them)` : ''}\n`,
+            `${report.removed.length} sandbox project(s) removed${report.kept.length ? `, ${report.kept.length} kept (their run is still going, or was started on another machine; --all removes them)` : ''}\n`,
           );
         }
       } finally {

@@ -39,15 +39,58 @@ export interface RunSampleArgs {
   provider: SandboxProvider;
   policy: Policy;
   options: RunSampleOptions;
-  /** Aborted on Ctrl-C: the sample stops, its sandbox is torn down, it is recorded as cancelled. */
+  /**
+   * Aborted on Ctrl-C: the sample stops in whatever phase it is, its sandbox is torn down, and it
+   * is recorded as cancelled (with the abort's reason when that is a string).
+   */
   signal: AbortSignal;
   onPhase?: (phase: SamplePhase) => void;
   /** Told the error the sample ends with, whose class the log's message no longer carries (a fleet worker decides from it whether to retry). */
   onError?: (error: unknown) => void;
+  /**
+   * Readies the sample's environment before its sandbox starts (image builds, once per
+   * environment: `RunSession.prepareEnvironment`); a failure here is the sample's error.
+   */
+  prepare?: () => Promise<void>;
 }
 
 /** Where a sample is; reported to progress displays. */
 export type SamplePhase = 'starting' | 'setup' | 'agent' | 'scoring' | 'cleanup';
+
+const PHASE_WORDS: Record<SamplePhase, string> = {
+  starting: 'starting the sandbox',
+  setup: 'running the setup scripts',
+  agent: 'the agent worked',
+  scoring: 'scoring',
+  cleanup: 'cleaning up',
+};
+
+/** The sample's error once its signal aborted: the abort's reason when it gives one (a string), and the phase. */
+function cancellation(signal: AbortSignal, phase: SamplePhase): CancelledError {
+  const why = typeof signal.reason === 'string' ? signal.reason : 'cancelled by the user';
+  return new CancelledError(`${why} (while ${PHASE_WORDS[phase]})`);
+}
+
+/**
+ * Waits for `work` unless the signal aborts first, then throws CancelledError at once. The work
+ * itself is not waited for: the sample's teardown (sampleCleanup) stops what it runs in the
+ * sandbox, and its late outcome is ignored.
+ */
+async function untilAborted<T>(work: Promise<T> | undefined, signal: AbortSignal): Promise<T> {
+  if (work === undefined) return undefined as T;
+  work.catch(() => {});
+  if (signal.aborted) throw new CancelledError('cancelled by the user');
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new CancelledError('cancelled by the user'));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
+  }
+}
 
 /**
  * The one sample lifecycle, used by every placement (local, remote host, fleet worker):
@@ -69,31 +112,41 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
   let scores: Record<string, Score> | undefined;
   let result: PolicyResult = {};
   const retries: EvalError[] = [];
+  let phase: SamplePhase = 'starting';
+  const enter = (p: SamplePhase) => {
+    // Every phase starts by checking the signal: a Ctrl-C that landed while the previous phase
+    // finished must not let the sample go on into the next one.
+    if (signal.aborted) throw cancellation(signal, phase);
+    phase = p;
+    args.onPhase?.(p);
+  };
   try {
-    args.onPhase?.('starting');
+    enter('starting');
+    await untilAborted(args.prepare?.(), signal);
     sandboxes = await startSandbox(args, t, retries);
     const def = sandboxes.get('default')!;
-    args.onPhase?.('setup');
+    enter('setup');
     for (const [label, script] of [
       ['main task', sample.mainTask.setupScript],
       ['side task', sample.sideTask?.setupScript],
     ] as const) {
-      if (script) await runSetup(def, script, label, options.setupTimeout);
+      if (script) await untilAborted(runSetup(def, script, label, options.setupTimeout), signal);
     }
-    args.onPhase?.('agent');
+    enter('agent');
     result = await runPolicy(args, sandboxes, def, t);
     if (result.limit) {
       t.event({ event: 'sample_limit', type: result.limit.type, message: result.limit.reason ?? `${result.limit.type} limit reached`, limit: result.limit.limit });
     }
-    if (signal.aborted) throw new CancelledError('cancelled by the user');
-    args.onPhase?.('scoring');
+    enter('scoring');
     if (!(await def.isAlive())) {
       throw new SandboxUnavailableError('the sandbox died before scoring; the sample is not scored');
     }
-    scores = { [SCORER_NAME]: await score(sample, def, result.submission ?? '', options.scorerTimeout) };
+    scores = { [SCORER_NAME]: await untilAborted(score(sample, def, result.submission ?? '', options.scorerTimeout), signal) };
     t.event({ event: 'score', score: scores[SCORER_NAME]!, target: '', intermediate: false, scorer: SCORER_NAME });
   } catch (e) {
-    error = toEvalError(e);
+    // Whatever a phase failed with once the user stopped the run (a start killed half-way, an
+    // exec cut off by the teardown) is a cancellation, not a failure of the sandbox or sample.
+    error = toEvalError(signal.aborted ? cancellation(signal, phase) : e);
     t.event({ event: 'error', error });
     args.onError?.(e);
   } finally {
@@ -178,6 +231,8 @@ async function runSetup(sandbox: Sandbox, script: string, label: string, timeout
 async function runPolicy(args: RunSampleArgs, sandboxes: SampleSandboxes, def: Sandbox, t: Transcript): Promise<PolicyResult> {
   const ac = new AbortController();
   const onAbort = () => ac.abort();
+  // A listener added to an already aborted signal never fires: check first.
+  if (args.signal.aborted) throw new CancelledError('cancelled by the user');
   args.signal.addEventListener('abort', onAbort, { once: true });
   let timedOut = false;
   const limit = args.options.sampleTimeLimit;
@@ -205,6 +260,7 @@ async function runPolicy(args: RunSampleArgs, sandboxes: SampleSandboxes, def: S
     );
     const r = await Promise.race([run, stopped]);
     run.catch(() => {});
+    if (args.signal.aborted) throw new CancelledError('cancelled by the user');
     if (timedOut) return { ...r, limit: { type: 'time', limit: limit!, reason: `sample time limit (${limit} s) reached` } };
     return r;
   } catch (e) {

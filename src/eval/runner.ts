@@ -1,15 +1,23 @@
-import { createHash } from 'node:crypto';
 import { errorMessage } from '../errors.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
-import { shortUuid } from '../log/ids.js';
-import { computeEvalResults, linuxScorerSpec, totalModelUsage } from '../log/metrics.js';
+import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
-import { EVAL_CONFIG_DEFAULTS, type EvalLog, type EvalSample, type EvalSpec, type EvalStatus } from '../log/types.js';
+import type { EvalLog, EvalSample, EvalStatus } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
-import type { SandboxProvider } from '../sandbox/types.js';
 import type { Sample } from '../tasks/types.js';
-import type { ProgressReporter } from './progress.js';
-import { runSample, SCORER_NAME, type RunSampleOptions } from './run-sample.js';
+import { evalPlan, evalSpec, type EvalSpecInput } from './eval-spec.js';
+import type { FinishedSample, ProgressReporter } from './progress.js';
+import { SCORER_NAME } from './run-sample.js';
+import type { RunSession } from './run-session.js';
+import { runSamplePool, type PoolItem } from './sample-pool.js';
+import type { SampleOptions } from './sample-options.js';
+
+/**
+ * Sample-epochs one run may hold (100,000): the runner and the log writer keep a small summary of
+ * every finished sample, and a run that size already takes days on one machine. More is almost
+ * surely a typo (`--epochs 1000000000000`); real work that big belongs in several runs.
+ */
+export const MAX_SAMPLE_EPOCHS = 100_000;
 
 export interface RunEvalOptions {
   /** Name of the run's task (the task set, or the environments). */
@@ -19,127 +27,141 @@ export interface RunEvalOptions {
   /** Samples running at once. */
   maxSamples: number;
   failOnError: boolean;
-  provider: SandboxProvider;
+  /** Provider, run id, Ctrl-C signal and environment builds of this run. */
+  session: RunSession;
   policy: Policy;
   policyArgs: Record<string, string>;
   /** `provider/model` the policy calls, for the log's `eval.model` (default none/none). */
   model?: string;
-  sampleOptions: RunSampleOptions;
+  sampleOptions: SampleOptions;
   logDir: string;
-  runId: string;
   version: string;
   progress: ProgressReporter;
-  /** Aborted on Ctrl-C: no new samples start, running ones stop and are torn down. */
-  signal: AbortSignal;
 }
 
 export interface RunEvalResult {
   logPath: string;
   status: EvalStatus;
-  samples: Array<{ id: string; epoch: number; scores?: Record<string, string>; error?: string; seconds: number }>;
+  samples: FinishedSample[];
+  /** Why the run failed outside its samples (the log's `error`), if it did. */
+  error?: string;
   header: EvalLog;
 }
 
 /**
- * The local runner: builds each environment once, runs samples x epochs through `runSample`
- * with at most `maxSamples` at once, and writes every finished sample to the log as it lands.
+ * The local runner = run session + sample pool + incremental log writer. Samples x epochs are
+ * generated as the pool takes them; each environment is built once, before its first sample
+ * (a failed build fails that environment's samples only); every finished sample is written to
+ * the log as it lands.
  */
 export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
+  const { session } = o;
   const startedAt = isoTimestamp();
-  const writer = await EvalLogWriter.create({ logDir: o.logDir, spec: evalSpec(o), plan: evalPlan(o) });
-  const work: Array<{ sample: Sample; epoch: number }> = [];
-  for (let epoch = 1; epoch <= o.epochs; epoch++) for (const sample of o.samples) work.push({ sample, epoch });
-  const finished: RunEvalResult['samples'] = [];
-  const written: EvalSample[] = [];
+  const total = o.samples.length * o.epochs;
+  const log = await RunLog.create(o, total, startedAt);
+  const finished: FinishedSample[] = [];
   let runError: string | undefined;
-  o.progress.start(work.length);
+  const removeHook = session.onForcedStop(async () => {
+    await log.finish('cancelled', finished);
+  });
+  o.progress.start(total);
   try {
-    const envs = [...new Map(o.samples.map((s) => [s.env.composeFile, s.env])).values()];
-    for (const env of envs) {
-      if (o.signal.aborted) break;
-      await o.provider.taskInit({ name: env.id, composeFile: env.composeFile }, o.signal);
-    }
-    let next = 0;
-    const worker = async () => {
-      while (!o.signal.aborted && next < work.length) {
-        const { sample, epoch } = work[next++]!;
-        o.progress.sampleStarted(sample.id, epoch);
-        const result = await runSample({ sample, epoch, provider: o.provider, policy: o.policy, options: o.sampleOptions, signal: o.signal });
-        await writer.addSample(result);
-        written.push(result);
+    await runSamplePool({
+      work: sampleEpochs(o.samples, o.epochs),
+      maxSamples: Math.min(o.maxSamples, total),
+      provider: session.provider,
+      policy: o.policy,
+      sampleOptions: o.sampleOptions,
+      signal: session.signal,
+      prepareEnvironment: ({ sample }) => session.prepareEnvironment({ name: sample.env.id, composeFile: sample.env.composeFile }),
+      onStart: ({ sample, epoch }) => o.progress.sampleStarted(sample.id, epoch),
+      onResult: async ({ sample, epoch }, result) => {
+        await log.add(result);
         const score = result.scores?.[SCORER_NAME]?.value as Record<string, string> | undefined;
         const row = { id: sample.id, epoch, scores: score, error: result.error?.message, seconds: result.total_time ?? 0 };
         finished.push(row);
         o.progress.sampleFinished(row);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(o.maxSamples, work.length)) }, worker));
+      },
+    });
   } catch (e) {
     runError = errorMessage(e);
   } finally {
-    await o.provider.taskCleanup().catch(() => {});
+    await session.provider.taskCleanup().catch(() => {});
     o.progress.stop();
+    removeHook();
   }
   const failed = finished.some((f) => f.error);
-  const status: EvalStatus = o.signal.aborted ? 'cancelled' : runError || (failed && o.failOnError) ? 'error' : 'success';
-  const { results, reductions } = computeEvalResults(written, { totalSamples: work.length });
-  const header = await writer.finish({
-    status,
-    results,
-    ...(reductions.length ? { reductions } : {}),
-    stats: { started_at: startedAt, completed_at: isoTimestamp(), ...totalModelUsage(written), connection_limit_history: [] },
-    ...(runError
-      ? { error: { message: runError, traceback: runError, traceback_ansi: runError } }
-      : failed && o.failOnError
-        ? { error: { message: `${finished.filter((f) => f.error).length} sample(s) failed`, traceback: '', traceback_ansi: '' } }
-        : {}),
-  });
-  return { logPath: writer.path, status, samples: finished, header };
+  const status: EvalStatus = session.signal.aborted ? 'cancelled' : runError || (failed && o.failOnError) ? 'error' : 'success';
+  const header = await log.finish(status, finished, runError);
+  return { logPath: log.path, status, samples: finished, ...(runError ? { error: runError } : {}), header };
 }
 
-function evalSpec(o: RunEvalOptions): EvalSpec {
-  const sampleIds = o.samples.map((s) => s.id);
-  // Stable across re-runs of the same selection, so Inspect's tooling sees one task.
-  const taskId = createHash('sha256')
-    .update(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policy.name, o.policyArgs]))
-    .digest('base64url')
-    .slice(0, 22);
-  return {
-    eval_id: shortUuid(),
-    run_id: shortUuid(),
-    created: isoTimestamp(),
-    task: o.taskName,
-    task_id: taskId,
-    task_version: 0,
-    task_attribs: {},
-    task_args: {},
-    task_args_passed: {},
-    solver: o.policy.name,
-    solver_args: o.policyArgs,
-    dataset: { name: o.taskName, samples: o.samples.length, sample_ids: sampleIds, shuffled: false },
-    sandbox: { type: o.provider.name },
-    model: o.model ?? 'none/none',
-    model_generate_config: {},
-    model_args: {},
-    config: {
-      ...EVAL_CONFIG_DEFAULTS,
+/** Samples x epochs, epoch by epoch, generated as they are taken (never held all at once). */
+function* sampleEpochs(samples: readonly Sample[], epochs: number): Generator<PoolItem> {
+  for (let epoch = 1; epoch <= epochs; epoch++) for (const sample of samples) yield { sample, epoch };
+}
+
+/** The run's `.eval` log: every use of the log writer by the local runner is here. */
+class RunLog {
+  private readonly written: EvalSample[] = [];
+  private finishing?: Promise<EvalLog>;
+
+  private constructor(
+    private readonly writer: EvalLogWriter,
+    private readonly total: number,
+    private readonly startedAt: string,
+    private readonly failOnError: boolean,
+  ) {}
+
+  static async create(o: RunEvalOptions, total: number, startedAt: string): Promise<RunLog> {
+    const spec: EvalSpecInput = {
+      taskName: o.taskName,
+      samples: o.samples,
       epochs: o.epochs,
-      max_samples: o.maxSamples,
-      fail_on_error: o.failOnError,
-      ...(o.sampleOptions.sampleTimeLimit !== undefined ? { time_limit: o.sampleOptions.sampleTimeLimit } : {}),
-      ...(o.sampleOptions.messageLimit !== undefined ? { message_limit: o.sampleOptions.messageLimit } : {}),
-      ...(o.sampleOptions.tokenLimit !== undefined ? { token_limit: o.sampleOptions.tokenLimit } : {}),
-    },
-    packages: { ct: o.version },
-    metadata: { ct_run_id: o.runId, policy: o.policy.name, policy_args: o.policyArgs },
-    scorers: [linuxScorerSpec(o.samples.some((s) => s.sideTask) ? undefined : ['main_task_success'])],
-  };
-}
+      maxSamples: o.maxSamples,
+      failOnError: o.failOnError,
+      sandbox: o.session.provider.name,
+      policyName: o.policy.name,
+      policyArgs: o.policyArgs,
+      ...(o.model ? { model: o.model } : {}),
+      sampleOptions: o.sampleOptions,
+      runId: o.session.runId,
+      version: o.version,
+    };
+    const writer = await EvalLogWriter.create({ logDir: o.logDir, spec: evalSpec(spec), plan: evalPlan(spec) });
+    return new RunLog(writer, total, startedAt, o.failOnError);
+  }
 
-function evalPlan(o: RunEvalOptions) {
-  return {
-    name: 'plan',
-    steps: [{ solver: o.policy.name, params: o.policyArgs, params_passed: o.policyArgs }],
-    config: {},
-  };
+  get path(): string {
+    return this.writer.path;
+  }
+
+  async add(sample: EvalSample): Promise<void> {
+    // After a forced stop finished the log, samples still landing are not written.
+    if (this.finishing) return;
+    await this.writer.addSample(sample);
+    this.written.push(sample);
+  }
+
+  /** Writes the header once; a second call (a forced stop racing the end of the run) gets the first's. */
+  finish(status: Exclude<EvalStatus, 'started'>, finished: readonly FinishedSample[], runError?: string): Promise<EvalLog> {
+    this.finishing ??= this.finishNow(status, finished, runError);
+    return this.finishing;
+  }
+
+  private finishNow(status: Exclude<EvalStatus, 'started'>, finished: readonly FinishedSample[], runError?: string): Promise<EvalLog> {
+    const { results, reductions } = computeEvalResults(this.written, { totalSamples: this.total });
+    const failed = finished.filter((f) => f.error).length;
+    return this.writer.finish({
+      status,
+      results,
+      ...(reductions.length ? { reductions } : {}),
+      stats: { started_at: this.startedAt, completed_at: isoTimestamp(), ...totalModelUsage(this.written), connection_limit_history: [] },
+      ...(runError
+        ? { error: { message: runError, traceback: runError, traceback_ansi: runError } }
+        : failed && this.failOnError
+          ? { error: { message: `${failed} sample(s) failed`, traceback: '', traceback_ansi: '' } }
+          : {}),
+    });
+  }
 }

@@ -4,6 +4,7 @@
  * and a fleet worker reads them back with the same schema, so the three agree by construction.
  */
 import { z } from 'zod';
+import type { Config } from '../config/config.js';
 
 export const sampleOptionsSchema = z.object({
   /** Seconds for the agent's work (policy); the sample stops cleanly when it passes. */
@@ -25,3 +26,24 @@ export const sampleOptionsSchema = z.object({
 });
 
 export type SampleOptions = z.infer<typeof sampleOptionsSchema>;
+
+/** The per-run flags of `ct run eval` that set sample options (each overrides its config key). */
+export interface SampleOptionFlags {
+  sampleTimeLimit?: number;
+  scorerTimeout?: number;
+  messageLimit?: number;
+  tokenLimit?: number;
+}
+
+/** Sample options from the compiled config and the run's flags (a flag wins over its config key). */
+export function buildSampleOptions(config: Pick<Config, 'eval' | 'sandbox'>, flags: SampleOptionFlags): SampleOptions {
+  return {
+    ...(flags.sampleTimeLimit !== undefined ? { sampleTimeLimit: flags.sampleTimeLimit } : {}),
+    scorerTimeout: flags.scorerTimeout ?? config.eval.scorer_timeout,
+    setupTimeout: config.eval.setup_timeout,
+    sandboxAttempts: config.sandbox.start_attempts,
+    ...(flags.messageLimit !== undefined ? { messageLimit: flags.messageLimit } : {}),
+    ...(flags.tokenLimit !== undefined ? { tokenLimit: flags.tokenLimit } : {}),
+    tools: { bashTimeout: config.eval.bash_timeout, modelOutputLimit: config.eval.tool_output_limit },
+  };
+}

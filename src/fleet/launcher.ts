@@ -5,24 +5,20 @@
  *   external   nothing: the controller prints the command to start workers elsewhere
  *   ec2        EC2 instances that bootstrap a worker (not available yet: refused with exit 2)
  *
- * The interface is the seam `fleet/types.ts` names `WorkerLauncher`; it is declared here until
- * that file exists.
+ * Each implements `WorkerLauncher` (fleet/types.ts); `names` and `workerCommand` add what the
+ * controller's messages and events show.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
+import type { WorkerLauncher } from './types.js';
 
-export interface WorkerLauncher {
-  /** `local`, `external` or `ec2`. */
-  readonly kind: string;
-  /** Starts `count` workers; returns their names. */
-  launch(count: number): Promise<string[]>;
-  /** Names of the workers still running, or undefined when the launcher cannot know (external). */
-  live(): Promise<string[] | undefined>;
-  /** Stops every worker it started (SIGTERM, then SIGKILL after `graceMs`). */
-  stopAll(graceMs: number): Promise<void>;
+/** A launcher as the controller uses it. */
+export interface FleetLauncher extends WorkerLauncher {
+  /** Names of the workers started so far (local-1, local-2, ...). */
+  names(): string[];
   /** How a user starts a worker by hand, for messages. */
   workerCommand(): string;
 }
@@ -60,16 +56,16 @@ export interface LocalLauncherOptions {
 }
 
 /** `local:N`: worker processes on this machine, each in its own process group. */
-export class LocalLauncher implements WorkerLauncher {
-  readonly kind = 'local';
+export class LocalLauncher implements FleetLauncher {
+  readonly kind = 'local' as const;
+  private readonly started_: string[] = [];
   private readonly children = new Map<string, ChildProcess>();
   private started = 0;
 
   constructor(private readonly o: LocalLauncherOptions) {}
 
-  async launch(count: number): Promise<string[]> {
+  async start(count: number): Promise<number> {
     mkdirSync(this.o.logDir, { recursive: true });
-    const names: string[] = [];
     for (let i = 0; i < count; i++) {
       const name = `local-${++this.started}`;
       const out = createWriteStream(join(this.o.logDir, `worker-${this.started}.log`), { flags: 'a' });
@@ -85,13 +81,17 @@ export class LocalLauncher implements WorkerLauncher {
         this.children.delete(name);
         setTimeout(() => out.end(), 100);
       });
-      names.push(name);
+      this.started_.push(name);
     }
-    return names;
+    return count;
   }
 
-  async live(): Promise<string[]> {
-    return [...this.children.entries()].filter(([, c]) => c.exitCode === null && c.signalCode === null).map(([n]) => n);
+  async alive(): Promise<number> {
+    return [...this.children.values()].filter((c) => c.exitCode === null && c.signalCode === null).length;
+  }
+
+  names(): string[] {
+    return [...this.started_];
   }
 
   /** Process ids of the running workers (tests and the events log name them). */
@@ -99,7 +99,8 @@ export class LocalLauncher implements WorkerLauncher {
     return Object.fromEntries([...this.children.entries()].map(([n, c]) => [n, c.pid!]));
   }
 
-  async stopAll(graceMs: number): Promise<void> {
+  /** SIGTERM to every worker still running, SIGKILL after `graceMs` (default 20 s: a worker cancels its samples and tears down). */
+  async stopAll(graceMs = 20_000): Promise<void> {
     const alive = [...this.children.values()].filter((c) => c.exitCode === null && c.signalCode === null);
     await Promise.all(
       alive.map(
@@ -122,17 +123,21 @@ export class LocalLauncher implements WorkerLauncher {
 }
 
 /** `external`: the user starts workers on their own machines; nothing is launched here. */
-export class ExternalLauncher implements WorkerLauncher {
-  readonly kind = 'external';
+export class ExternalLauncher implements FleetLauncher {
+  readonly kind = 'external' as const;
 
   constructor(private readonly o: { fleetId: string; region: string }) {}
 
-  async launch(): Promise<string[]> {
-    return [];
+  async start(): Promise<number> {
+    return 0;
   }
 
-  async live(): Promise<undefined> {
+  async alive(): Promise<undefined> {
     return undefined;
+  }
+
+  names(): string[] {
+    return [];
   }
 
   async stopAll(): Promise<void> {}

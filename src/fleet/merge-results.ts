@@ -7,17 +7,15 @@
  * log dir under a name fixed by the fleet (its manifest's creation time), so a controller killed
  * while merging leaves no partial log in the log dir, and a resumed one replaces, never adds.
  */
-import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
-import { readEvalLog } from '../log/eval-reader.js';
 import { EvalLogWriter, evalLogFileName } from '../log/eval-writer.js';
 import { computeEvalResults, totalModelUsage, type ScoredSample } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
-import type { EvalLog, EvalSample, EvalStatus, ModelUsage } from '../log/types.js';
-import type { FailureRecord, FleetIo } from './fleet-io.js';
-import type { Job } from './protocol.js';
-import { fleetEvalPlan, fleetEvalSpec, type RunManifest } from './run-manifest.js';
+import type { EvalLog, EvalPlan, EvalSample, EvalSpec, EvalStatus, ModelUsage } from '../log/types.js';
+import { sampleOfLog } from './one-sample-log.js';
+import type { Job, Manifest } from './protocol.js';
+import type { ResultStore } from './types.js';
 
 /** Results downloaded ahead of the one being added. */
 const PREFETCH = 8;
@@ -28,6 +26,8 @@ export interface MergedRow {
   epoch: number;
   scores?: Record<string, string>;
   error?: string;
+  /** Dead-lettered: the job never produced a result of its own. */
+  dead?: { attempts: number; workers: string[] };
   seconds: number;
 }
 
@@ -41,41 +41,24 @@ export interface MergeOutcome {
 }
 
 export async function mergeFleetResults(o: {
-  io: FleetIo;
-  manifest: RunManifest;
+  store: ResultStore;
+  manifest: Manifest;
+  header: { spec: EvalSpec; plan: EvalPlan };
   logDir: string;
-  version: string;
   startedAt: string;
-  /** Jobs with a failure record, by job id. */
-  failed: Set<string>;
 }): Promise<MergeOutcome> {
-  const { io, manifest } = o;
-  const spec = fleetEvalSpec(manifest, { version: o.version, created: manifest.created });
+  const { store, manifest, header } = o;
   const workDir = join(o.logDir, 'fleet', manifest.fleet_id);
   await mkdir(workDir, { recursive: true });
   await rm(join(workDir, 'merging.eval'), { force: true });
-  const writer = await EvalLogWriter.create({ logDir: workDir, spec, plan: fleetEvalPlan(manifest), fileName: 'merging.eval' });
-  const scratch = await mkdtemp(join(tmpdir(), 'ct-merge-'));
+  const writer = await EvalLogWriter.create({ logDir: workDir, spec: header.spec, plan: header.plan, fileName: 'merging.eval' });
   const scored: ScoredSample[] = [];
   const usage: Array<{ model_usage?: Record<string, ModelUsage>; role_usage?: Record<string, ModelUsage> }> = [];
   const rows: MergedRow[] = [];
   const missing: string[] = [];
   const fetchOne = async (job: Job): Promise<EvalSample | undefined> => {
-    const bytes = await io.store.get(io.names.resultKey(job.job_id));
-    if (bytes) {
-      const file = join(scratch, `${job.job_id}.eval`);
-      await writeFile(file, bytes);
-      const log = await readEvalLog(file);
-      await rm(file, { force: true });
-      const sample = log.samples?.find((s) => String(s.id) === job.sample_id && s.epoch === job.epoch);
-      if (!sample) throw new Error(`the result of job ${job.job_id} holds no sample ${job.sample_id} epoch ${job.epoch}`);
-      return sample;
-    }
-    if (o.failed.has(job.job_id)) {
-      const f = await io.readFailure(job.job_id);
-      return errorSample(job, f ?? { job_id: job.job_id, error: 'no worker reported why', attempts: 0, workers: [] });
-    }
-    return undefined;
+    const bytes = await store.getResult(job.job_id);
+    return bytes ? sampleOfLog(bytes, job) : undefined;
   };
   try {
     const pending: Array<Promise<EvalSample | undefined>> = [];
@@ -94,18 +77,25 @@ export async function mergeFleetResults(o: {
       scored.push({ id: sample.id, epoch: sample.epoch, ...(sample.scores ? { scores: sample.scores } : {}), ...(sample.error ? { error: sample.error.message } : {}) });
       usage.push({ model_usage: sample.model_usage, role_usage: sample.role_usage });
       const score = sample.scores?.linux_scorer?.value as Record<string, string> | undefined;
-      rows.push({ jobId: job.job_id, id: String(sample.id), epoch: sample.epoch, ...(score ? { scores: score } : {}), ...(sample.error ? { error: sample.error.message } : {}), seconds: sample.total_time ?? 0 });
+      const meta = sample.metadata as { fleet_dead?: boolean; attempts?: number; workers?: string[] } | undefined;
+      rows.push({
+        jobId: job.job_id,
+        id: String(sample.id),
+        epoch: sample.epoch,
+        ...(score ? { scores: score } : {}),
+        ...(sample.error ? { error: sample.error.message } : {}),
+        ...(meta?.fleet_dead ? { dead: { attempts: meta.attempts ?? 0, workers: meta.workers ?? [] } } : {}),
+        seconds: sample.total_time ?? 0,
+      });
     }
   } catch (e) {
     await writer.close().catch(() => {});
     throw e;
-  } finally {
-    await rm(scratch, { recursive: true, force: true });
   }
   const errors = rows.filter((r) => r.error).length;
   const status: EvalStatus = missing.length > 0 || errors > 0 ? 'error' : 'success';
   const { results, reductions } = computeEvalResults(scored, { totalSamples: manifest.jobs.length });
-  const header = await writer.finish({
+  const finished = await writer.finish({
     status,
     results,
     ...(reductions.length ? { reductions } : {}),
@@ -116,33 +106,7 @@ export async function mergeFleetResults(o: {
         ? { error: { message: `${errors} sample(s) failed`, traceback: '', traceback_ansi: '' } }
         : {}),
   });
-  const path = join(o.logDir, evalLogFileName(spec));
+  const path = join(o.logDir, evalLogFileName(header.spec));
   await rename(writer.path, path);
-  return { path, status, header, rows, missing };
-}
-
-/** The log's record of a job that never produced a result: the attempts and the workers that made them. */
-function errorSample(job: Job, f: FailureRecord): EvalSample {
-  const now = new Date().toISOString();
-  const who = f.workers.length ? ` on ${[...new Set(f.workers)].join(', ')}` : '';
-  const message = `the job failed on all ${f.attempts} attempt(s)${who}; last error: ${f.error}`;
-  return {
-    id: job.sample_id,
-    epoch: job.epoch,
-    input: '',
-    target: '',
-    messages: [],
-    output: { model: 'none', choices: [], completion: '' },
-    metadata: { environment: job.env, setting: job.setting, main_task: job.main_task, side_task: job.side_task ?? null, fleet_job_id: job.job_id, attempts: f.attempts, workers: f.workers },
-    store: {},
-    events: [],
-    model_usage: {},
-    role_usage: {},
-    started_at: now,
-    completed_at: now,
-    total_time: 0,
-    working_time: 0,
-    error: { message, traceback: message, traceback_ansi: message },
-    attachments: {},
-  };
+  return { path, status, header: finished, rows, missing };
 }

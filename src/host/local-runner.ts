@@ -46,7 +46,9 @@ export class LocalRunner implements CommandRunner {
           child.kill('SIGKILL');
         }, options.timeoutMs);
       }
-      options.signal?.addEventListener('abort', onAbort, { once: true });
+      // A listener added to an already aborted signal never fires.
+      if (options.signal?.aborted) onAbort();
+      else options.signal?.addEventListener('abort', onAbort, { once: true });
       child.stdout.on('data', (c: Buffer) => out.push(c));
       child.stderr.on('data', (c: Buffer) => err.push(c));
       child.stdin.on('error', () => {

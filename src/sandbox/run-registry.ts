@@ -6,13 +6,18 @@ import { randomBytes } from 'node:crypto';
 /**
  * Records which process owns which run, so a later process can tell the sandboxes of a run that
  * was killed (SIGKILL, a crash, a closed laptop) from those of a run still going.
- * One file per run: `<stateDir>/runs/<runId>.json` = {pid, host, started}.
+ * One file per run: `<stateDir>/runs/<runId>.json` = {pid, host, started[, abandoned]}.
+ * The record is removed when a run ends normally. A forced stop (a second Ctrl-C) keeps it,
+ * marked `abandoned`: the sandboxes the stop could not tear down in time are then the next
+ * sweep's, whatever happened to the pid.
  */
 export interface RunOwner {
   runId: string;
   pid: number;
   host: string;
   started: string;
+  /** When the run's process gave up its sandboxes (a forced stop); they are orphans from then on. */
+  abandoned?: string;
 }
 
 /** Compose projects ct starts are named `ct-<runId>-...`; nothing else is ever touched. */
@@ -41,6 +46,13 @@ export class RunRegistry {
     return owner;
   }
 
+  /** Marks the run's sandboxes as left behind: the next sweep removes them. */
+  abandon(runId: string): void {
+    const owner = this.owner(runId) ?? { runId, pid: process.pid, host: hostname(), started: new Date().toISOString() };
+    mkdirSync(this.dir, { recursive: true });
+    writeFileSync(join(this.dir, `${runId}.json`), JSON.stringify({ ...owner, abandoned: new Date().toISOString() }));
+  }
+
   unregister(runId: string): void {
     rmSync(join(this.dir, `${runId}.json`), { force: true });
   }
@@ -60,6 +72,7 @@ export class RunRegistry {
   isOrphan(runId: string, all = false): boolean {
     const o = this.owner(runId);
     if (!o) return all;
+    if (o.abandoned) return true;
     if (o.host !== hostname()) return all;
     return !pidAlive(o.pid);
   }

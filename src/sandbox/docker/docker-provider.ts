@@ -138,7 +138,8 @@ export class DockerProvider implements SandboxProvider {
       );
       if (r.code !== 0) {
         throw new SandboxUnavailableError(
-          `building images for environment ${env.name} failed:\n${lastLines(r.stderr.toString('utf8') + r.stdout.toString('utf8'), 15)}`,
+          `building images for environment ${env.name} failed:\n${lastLines(r.stderr.toString('utf8') + r.stdout.toString('utf8'), 15)}\n` +
+            `Fix the environment's build context or Dockerfile and run again; to see the whole output:\n  docker compose -f ${env.composeFile} build`,
         );
       }
     }

@@ -1,0 +1,113 @@
+/**
+ * The sample pool: keeps at most `maxSamples` samples going, each through `runSample`, taking
+ * work items from an iterator only when a slot is free. The iterator may be lazy and endless in
+ * principle (the local runner generates samples x epochs as it goes; a fleet worker receives
+ * from its queue only as many jobs as it has free slots), so nothing is materialised up front.
+ *
+ * Items are pulled one at a time (never two `next()` calls at once). When the signal aborts the
+ * pool pulls nothing more, running samples stop (runSample sees the same signal), and the
+ * iterator is closed (`return()`), so a queue-fed iterator can release what it holds.
+ */
+import type { EvalSample } from '../log/types.js';
+import type { Policy } from '../policies/types.js';
+import type { SandboxProvider } from '../sandbox/types.js';
+import type { Sample } from '../tasks/types.js';
+import { runSample, type SamplePhase } from './run-sample.js';
+import type { SampleOptions } from './sample-options.js';
+
+/** One sample-epoch to run (a fleet job adds its own fields). */
+export interface PoolItem {
+  sample: Sample;
+  epoch: number;
+  /**
+   * Stops this sample alone (e.g. a fleet job whose lease was lost; abort with a string reason to
+   * have it in the sample's error); the pool's signal stops all.
+   */
+  signal?: AbortSignal;
+}
+
+export interface SamplePoolOptions<T extends PoolItem> {
+  work: AsyncIterable<T> | Iterable<T>;
+  /** Samples running at once (at least 1). */
+  maxSamples: number;
+  provider: SandboxProvider;
+  policy: Policy;
+  sampleOptions: SampleOptions;
+  /** Aborted on Ctrl-C: no new samples start, running ones stop and are torn down. */
+  signal: AbortSignal;
+  /**
+   * Once per environment before its first sandbox starts (image builds: `RunSession.prepareEnvironment`).
+   * Its failure fails the sample with that error.
+   */
+  prepareEnvironment?: (item: T) => Promise<void>;
+  onStart?: (item: T) => void;
+  onPhase?: (item: T, phase: SamplePhase) => void;
+  /** The error a sample ends with, before it becomes the log's message (a fleet worker classifies it). */
+  onError?: (item: T, error: unknown) => void;
+  /**
+   * Each finished sample (also cancelled and failed ones), awaited before its slot takes more
+   * work. If it throws, the pool takes no more work, lets running samples finish (reporting them
+   * too), and rejects with that first error.
+   */
+  onResult: (item: T, sample: EvalSample) => Promise<void> | void;
+}
+
+/** Runs the work through `runSample`, at most `maxSamples` at once; resolves when all reported. */
+export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>): Promise<void> {
+  const it: AsyncIterator<T> | Iterator<T> =
+    Symbol.asyncIterator in o.work ? (o.work as AsyncIterable<T>)[Symbol.asyncIterator]() : (o.work as Iterable<T>)[Symbol.iterator]();
+  let pulling: Promise<IteratorResult<T>> = Promise.resolve({ done: false, value: undefined as never });
+  let exhausted = false;
+  let failure: { error: unknown } | undefined;
+
+  // One `next()` at a time: each slot chains its pull after the previous one.
+  const pull = (): Promise<IteratorResult<T>> => {
+    const p = pulling.then(async (): Promise<IteratorResult<T>> => {
+      if (exhausted || failure || o.signal.aborted) return { done: true, value: undefined };
+      const r = await it.next();
+      if (r.done) exhausted = true;
+      return r;
+    });
+    pulling = p.catch(() => ({ done: true, value: undefined }) as IteratorResult<T>);
+    return p;
+  };
+
+  const slot = async () => {
+    for (;;) {
+      let next: IteratorResult<T>;
+      try {
+        next = await pull();
+      } catch (e) {
+        failure ??= { error: e };
+        return;
+      }
+      if (next.done) return;
+      const item = next.value;
+      o.onStart?.(item);
+      const signal = item.signal ? AbortSignal.any([o.signal, item.signal]) : o.signal;
+      const sample = await runSample({
+        sample: item.sample,
+        epoch: item.epoch,
+        provider: o.provider,
+        policy: o.policy,
+        options: o.sampleOptions,
+        signal,
+        ...(o.prepareEnvironment ? { prepare: () => o.prepareEnvironment!(item) } : {}),
+        ...(o.onPhase ? { onPhase: (phase: SamplePhase) => o.onPhase!(item, phase) } : {}),
+        ...(o.onError ? { onError: (e: unknown) => o.onError!(item, e) } : {}),
+      });
+      try {
+        await o.onResult(item, sample);
+      } catch (e) {
+        failure ??= { error: e };
+      }
+    }
+  };
+
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, o.maxSamples) }, slot));
+  } finally {
+    if (!exhausted) await Promise.resolve(it.return?.()).catch(() => {});
+  }
+  if (failure) throw failure.error;
+}
