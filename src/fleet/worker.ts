@@ -124,7 +124,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const removeHook = session.onForcedStop(async () => {
     await Promise.all([...held.values()].map((d) => queue.release(d.receiptHandle).catch(() => {})));
   });
-  o.log(`worker ${o.workerName}: fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once, sandbox run ${session.runId}`);
+  o.log(`worker ${o.workerName} (pid ${process.pid}): fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once, sandbox run ${session.runId}`);
 
   const seconds = (item: { startedAt: number }) => Math.round((Date.now() - item.startedAt) / 100) / 10;
   const sendDone = (d: Pick<DoneMessage, 'job_id' | 'status' | 'error' | 'attempt' | 'seconds'>) =>
