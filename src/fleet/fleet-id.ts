@@ -22,7 +22,8 @@ export interface FleetIdInputs {
   epochs: number;
   /** The sandbox kind the workers run samples in (e.g. `docker`, or an external `module:type`). */
   sandbox: string;
-  instanceType: string;
+  /** EC2 workers' instance type; absent for local and external workers. */
+  instanceType?: string;
   /** sha256 of the `--worker-setup` script, when there is one. */
   workerSetupHash?: string;
   /** sha256 over the shipped `--extra-src` trees, when there are any. */
@@ -40,11 +41,11 @@ export const FLEET_ID_LENGTH = 16;
 const SCHEME = 'ct-fleet-id/1';
 
 /** The deterministic id of the fleet these inputs describe (16 hex characters). */
-export function fleetId(inputs: FleetIdInputs): string {
+export function fleetId(inputs: FleetIdInputs, protocolVersion: number = PROTOCOL_VERSION): string {
   const normalised = {
     scheme: SCHEME,
     // Another protocol's workers could not run this fleet's messages.
-    protocol: PROTOCOL_VERSION,
+    protocol: protocolVersion,
     ...inputs,
     ...(inputs.settings ? { settings: [...inputs.settings].sort() } : {}),
     // The same samples listed in another order are the same run.

@@ -10,22 +10,8 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { buildArchive, codeSnapshot, uploadArtifact } from '../../src/fleet/code-artifact.js';
 import { MemoryBucket, MemoryResultStore } from '../../src/fleet/memory-result-store.js';
-import { git, isolatedEnv, removeTempDirs, tempDir } from '../settings/helpers/git-fixtures.js';
-
-export const GIT = { timeoutSeconds: 60, env: isolatedEnv() };
-
-/** A repository with two committed files and a .gitignore. */
-export function makeRepo(): string {
-  const repo = tempDir('code');
-  git(repo, 'init', '-q', '-b', 'main');
-  mkdirSync(join(repo, 'src'));
-  writeFileSync(join(repo, 'src', 'a.ts'), 'export const a = 1;\n');
-  writeFileSync(join(repo, 'README.md'), '# demo\n');
-  writeFileSync(join(repo, '.gitignore'), 'dist/\n');
-  git(repo, 'add', '-A');
-  git(repo, 'commit', '-q', '-m', 'first');
-  return repo;
-}
+import { git, removeTempDirs, tempDir } from '../settings/helpers/git-fixtures.js';
+import { GIT, makeRepo } from './helpers/code-repo.js';
 
 function archive(repo: string, sha: string): Promise<string> {
   return buildArchive(repo, sha, { ...GIT, outFile: join(tempDir('code-a'), `${sha}.tar.gz`) });
