@@ -58,7 +58,7 @@ export function registerRunCommands(program: Command): void {
     .option('-s, --side-task <task>', 'side task (repeatable)', collect, [])
     .option('--task-file <name|path>', 'JSONL of {"env","main_task","side_task"}; a bare name looks in the settings\' task_sets/')
     .option('--just-main-tasks', 'drop side tasks from the selection')
-    .option('--epochs <n>', 'times to run each sample', positiveInt, 1)
+    .option('--epochs <n>', `times to run each sample (samples x epochs: at most ${MAX_SAMPLE_EPOCHS} a run)`, positiveInt, 1)
     .option('--limit <n>', 'run at most this many samples', positiveInt)
     .option('--max-samples <n>', 'samples running at once (default: from the CPUs and memory available)', positiveInt)
     .option('--sample-time-limit <seconds>', "limit on the agent's time per sample", positiveNumber)

@@ -1,16 +1,19 @@
 /**
  * The run session: what every process that runs samples needs around them, whoever schedules
- * them (the local runner, a fleet worker, a fleet controller).
+ * them (the local runner, a fleet worker), and what a fleet controller needs around its run.
  *
- *   open:   new run id -> sandbox provider (+ preflight) -> run record in the RunRegistry
- *           -> signal handlers -> sweep leftovers of runs that were killed
- *   run:    `signal` aborts on the first SIGINT/SIGTERM (no new samples; running ones stop and
- *           are torn down); the second one is a forced stop: forced-stop hooks (e.g. finish the
- *           log as cancelled) and teardown get FORCED_STOP_MS, the run record is marked abandoned
- *           so the next sweep removes whatever is left, and the process exits.
+ *   open:   new run id -> sandbox provider (+ preflight; none for a controller) -> run record in
+ *           the RunRegistry -> signal handlers -> sweep leftovers of runs that were killed
+ *   first SIGINT/SIGTERM (or stop()/drain()):
+ *           `stopping` aborts (take no new work); with firstSignal 'cancel' (the default)
+ *           `signal` aborts too (running samples stop and are torn down), with 'drain' running
+ *           samples finish (a fleet worker).
+ *   second: forced stop. `signal` aborts, the run record is marked abandoned (so the next sweep
+ *           removes whatever is left), forced-stop hooks (e.g. finish the log as cancelled) and
+ *           sandbox teardown get FORCED_STOP_MS, and the process exits 130 (SIGINT) or 143 (SIGTERM).
  *   close:  sandbox teardown -> provider close -> run record removed -> signal handlers removed.
  *
- * States: open -> stopping (first signal or stop()) -> closed; open|stopping -> forced (exits).
+ * States: open -> draining -> stopping -> closed (each step optional); any but closed -> forced.
  */
 import type { Config } from '../config/config.js';
 import { errorMessage } from '../errors.js';
@@ -24,26 +27,34 @@ export type StopSignal = keyof typeof SIGNAL_EXIT_CODES;
 
 /** How long a forced stop waits for its hooks and sandbox teardown before exiting (15 s). */
 const FORCED_STOP_MS = 15_000;
+/** How long a forced stop waits for the provider to close (SSH, EC2) after that (2 s). */
+const FORCED_CLOSE_MS = 2_000;
 
 export interface RunSessionOptions {
   config: Config;
-  /** The `--sandbox` value: docker, local, ssh://user@host[:port], ec2. */
-  sandbox: string;
+  /**
+   * The `--sandbox` value (docker, local, ssh://user@host[:port], ec2). Absent for a process that
+   * runs no samples itself (a fleet controller): then there is no provider and no sweep.
+   */
+  sandbox?: string;
   /** One-off console lines (stop messages, sandbox notices, leftovers swept). */
   note: (text: string) => void;
+  /** What the first SIGINT/SIGTERM does (default 'cancel'): stop running samples, or let them finish ('drain'). */
+  firstSignal?: 'cancel' | 'drain';
   /** Listen for SIGINT and SIGTERM (default true). */
   handleSignals?: boolean;
   /** Ends the process on a forced stop (default `process.exit`). */
   exit?: (code: number) => void;
 }
 
-export type RunSessionState = 'open' | 'stopping' | 'forced' | 'closed';
+export type RunSessionState = 'open' | 'draining' | 'stopping' | 'forced' | 'closed';
 
 export class RunSession {
   readonly runId: string;
-  readonly provider: SandboxProvider;
   readonly registry: RunRegistry;
-  private readonly ac = new AbortController();
+  private readonly sandboxProvider?: SandboxProvider;
+  private readonly stopTaking = new AbortController();
+  private readonly cancel = new AbortController();
   private state: RunSessionState = 'open';
   private stopSignal?: StopSignal;
   private readonly forcedStopHooks = new Set<() => Promise<void>>();
@@ -54,12 +65,12 @@ export class RunSession {
   private constructor(
     private readonly options: RunSessionOptions,
     runId: string,
-    provider: SandboxProvider,
     registry: RunRegistry,
+    provider: SandboxProvider | undefined,
   ) {
     this.runId = runId;
-    this.provider = provider;
     this.registry = registry;
+    this.sandboxProvider = provider;
   }
 
   /**
@@ -76,22 +87,35 @@ export class RunSession {
       noted.add(m);
       options.note(m);
     };
-    const provider = await createProvider(options.sandbox, { config: options.config, runId, registry, onNotice });
-    await provider.preflight?.();
+    const provider = options.sandbox ? await createProvider(options.sandbox, { config: options.config, runId, registry, onNotice }) : undefined;
+    await provider?.preflight?.();
     registry.register(runId);
-    const session = new RunSession(options, runId, provider, registry);
+    const session = new RunSession(options, runId, registry, provider);
     if (options.handleSignals ?? true) {
       process.on('SIGINT', session.onSigint);
       process.on('SIGTERM', session.onSigterm);
     }
-    const swept = await provider.sweep().catch(() => ({ removed: [] as string[] }));
-    if (swept.removed.length) options.note(`removed ${swept.removed.length} leftover sandbox(es) of runs that were killed`);
+    if (provider) {
+      const swept = await provider.sweep().catch(() => ({ removed: [] as string[] }));
+      if (swept.removed.length) options.note(`removed ${swept.removed.length} leftover sandbox(es) of runs that were killed`);
+    }
     return session;
   }
 
-  /** Aborted on the first SIGINT/SIGTERM (or `stop()`): take no new samples, stop running ones. */
+  /** The sandbox provider; a session opened without `sandbox` has none and says so. */
+  get provider(): SandboxProvider {
+    if (!this.sandboxProvider) throw new Error('this run session was opened without a sandbox');
+    return this.sandboxProvider;
+  }
+
+  /** Aborted when running samples must stop: the first signal (default), stop(), or a forced stop. */
   get signal(): AbortSignal {
-    return this.ac.signal;
+    return this.cancel.signal;
+  }
+
+  /** Aborted when no new work may start: the first signal, drain() or stop(). */
+  get stopping(): AbortSignal {
+    return this.stopTaking.signal;
   }
 
   /** The signal that stopped the run, if one did. */
@@ -104,11 +128,19 @@ export class RunSession {
     return SIGNAL_EXIT_CODES[this.stopSignal ?? 'SIGINT'];
   }
 
-  /** Stops the run gracefully, as the first Ctrl-C does. */
-  stop(): void {
+  /** Takes no new work; running samples finish. */
+  drain(): void {
     if (this.state !== 'open') return;
+    this.state = 'draining';
+    this.stopTaking.abort();
+  }
+
+  /** Takes no new work and stops running samples, as the first Ctrl-C does. */
+  stop(): void {
+    if (this.state !== 'open' && this.state !== 'draining') return;
     this.state = 'stopping';
-    this.ac.abort();
+    this.stopTaking.abort();
+    this.cancel.abort();
   }
 
   /**
@@ -140,25 +172,36 @@ export class RunSession {
     if (this.state === 'closed' || this.state === 'forced') return;
     this.state = 'closed';
     try {
-      await this.provider.taskCleanup().catch(() => {});
-      await this.provider.close?.().catch(() => {});
+      await this.sandboxProvider?.taskCleanup().catch(() => {});
+      await this.sandboxProvider?.close?.().catch(() => {});
       this.registry.unregister(this.runId);
     } finally {
-      process.off('SIGINT', this.onSigint);
-      process.off('SIGTERM', this.onSigterm);
+      this.removeSignalHandlers();
     }
+  }
+
+  private removeSignalHandlers(): void {
+    process.off('SIGINT', this.onSigint);
+    process.off('SIGTERM', this.onSigterm);
   }
 
   private onSignal(signal: StopSignal): void {
     if (this.state === 'open') {
       this.stopSignal = signal;
-      this.options.note('Stopping: no new samples; tearing down running sandboxes (press Ctrl-C again to force)...');
-      this.stop();
+      if (this.options.firstSignal === 'drain') {
+        this.options.note('Stopping: no new work; running samples finish (press Ctrl-C again to force)...');
+        this.drain();
+      } else {
+        this.options.note('Stopping: no new samples; tearing down running sandboxes (press Ctrl-C again to force)...');
+        this.stop();
+      }
       return;
     }
-    if (this.state !== 'stopping') return;
+    if (this.state === 'draining' || this.state === 'stopping') this.forceStop();
+  }
+
+  private forceStop(): void {
     this.state = 'forced';
-    this.stopSignal ??= signal;
     this.options.note('Forced stop: removing sandboxes and exiting.');
     // Marked before teardown: whatever teardown does not reach (a project still being created,
     // the time running out) is the next run's or `ct sandbox cleanup`'s to sweep.
@@ -167,13 +210,22 @@ export class RunSession {
     } catch (e) {
       this.options.note(`could not mark the run as stopped: ${errorMessage(e)}`);
     }
-    const work = Promise.allSettled([...[...this.forcedStopHooks].map((h) => h()), this.provider.taskCleanup()]);
-    let timer: NodeJS.Timeout | undefined;
-    const limit = new Promise((r) => (timer = setTimeout(r, FORCED_STOP_MS)));
-    void Promise.race([work, limit]).finally(async () => {
-      clearTimeout(timer);
-      await Promise.race([this.provider.close?.().catch(() => {}), new Promise((r) => setTimeout(r, 2_000))]);
-      (this.options.exit ?? process.exit)(this.stoppedExitCode);
-    });
+    this.stopTaking.abort();
+    this.cancel.abort();
+    const hooks = [...this.forcedStopHooks].map((h) => h());
+    const work = Promise.allSettled([...hooks, this.sandboxProvider?.taskCleanup()]);
+    void within(work, FORCED_STOP_MS)
+      .then(() => within(this.sandboxProvider?.close?.(), FORCED_CLOSE_MS))
+      .finally(() => {
+        this.removeSignalHandlers();
+        (this.options.exit ?? process.exit)(this.stoppedExitCode);
+      });
   }
+}
+
+/** Waits for `p` (its failure ignored) at most `ms`. */
+async function within(p: Promise<unknown> | undefined, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.resolve(p).catch(() => {}), new Promise((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }

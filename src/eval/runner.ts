@@ -73,6 +73,7 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
       policy: o.policy,
       sampleOptions: o.sampleOptions,
       signal: session.signal,
+      stopTaking: session.stopping,
       prepareEnvironment: ({ sample }) => session.prepareEnvironment({ name: sample.env.id, composeFile: sample.env.composeFile }),
       onStart: ({ sample, epoch }) => o.progress.sampleStarted(sample.id, epoch),
       onResult: async ({ sample, epoch }, result) => {

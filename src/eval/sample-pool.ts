@@ -4,9 +4,10 @@
  * principle (the local runner generates samples x epochs as it goes; a fleet worker receives
  * from its queue only as many jobs as it has free slots), so nothing is materialised up front.
  *
- * Items are pulled one at a time (never two `next()` calls at once). When the signal aborts the
+ * Items are pulled one at a time (never two `next()` calls at once). When `signal` aborts the
  * pool pulls nothing more, running samples stop (runSample sees the same signal), and the
- * iterator is closed (`return()`), so a queue-fed iterator can release what it holds.
+ * iterator is closed (`return()`), so a queue-fed iterator can release what it holds; when
+ * `stopTaking` aborts, the same happens except that running samples finish.
  */
 import type { EvalSample } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
@@ -36,6 +37,12 @@ export interface SamplePoolOptions<T extends PoolItem> {
   /** Aborted on Ctrl-C: no new samples start, running ones stop and are torn down. */
   signal: AbortSignal;
   /**
+   * Aborted when no new work may start but running samples finish (`RunSession.stopping`, a
+   * fleet worker draining). A `next()` already waiting is not interrupted: an iterator fed by a
+   * queue should end itself on the same signal.
+   */
+  stopTaking?: AbortSignal;
+  /**
    * Once per environment before its first sandbox starts (image builds: `RunSession.prepareEnvironment`).
    * Its failure fails the sample with that error.
    */
@@ -63,7 +70,7 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
   // One `next()` at a time: each slot chains its pull after the previous one.
   const pull = (): Promise<IteratorResult<T>> => {
     const p = pulling.then(async (): Promise<IteratorResult<T>> => {
-      if (exhausted || failure || o.signal.aborted) return { done: true, value: undefined };
+      if (exhausted || failure || o.signal.aborted || o.stopTaking?.aborted) return { done: true, value: undefined };
       const r = await it.next();
       if (r.done) exhausted = true;
       return r;

@@ -88,6 +88,19 @@ describe('ct run eval rejects bad input with exit code 2', () => {
     await expectUsageError(['-e', 'notes_app', '--epochs', 'zero'], /--epochs.*whole number/);
   });
 
+  test('epoch counts are decimal digits: 0x2, 1e0, 2.0 and -1 are refused', async () => {
+    for (const bad of ['0x2', '1e0', '2.0', '-1', '0']) {
+      await expectUsageError(['-e', 'notes_app', '--epochs', bad], /--epochs.*whole number of at least 1, in decimal digits/);
+    }
+  });
+
+  test('an epoch count past what one run holds is refused at once, before anything starts', async () => {
+    const started = Date.now();
+    await expectUsageError(['-e', 'notes_app', '-t', 'create_greeting', '--epochs', '1000000000000'], /1 sample\(s\) x --epochs 1000000000000 = 1000000000000 sample runs; one run holds at most 100000\. Lower --epochs/);
+    await expectUsageError(['-e', 'notes_app', '--limit', '1', '--epochs', '100001'], /one run holds at most 100000/);
+    assert.ok(Date.now() - started < 30_000, 'refused without generating the work');
+  });
+
   test('an unknown policy lists the built-in ones', async () => {
     await expectUsageError(['-e', 'notes_app', '--policy', 'nope'], /unknown policy "nope".*test/);
   });

@@ -1,22 +1,15 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { EXAMPLE_SETTINGS, ctEnv, onlyLog, runCt, startCt } from '../helpers/cli.js';
+import { ctProjects, projectsOfState, waitForProjects } from '../helpers/ct-projects.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories');
-
-function ctProjects(): string[] {
-  const out = execFileSync('docker', ['ps', '-a', '--filter', 'label=com.docker.compose.project', '--format', '{{.Label "com.docker.compose.project"}}'], {
-    encoding: 'utf8',
-  });
-  return [...new Set(out.split('\n').filter((p) => p.startsWith('ct-')))];
-}
 
 describe('ct run eval on local Docker', () => {
   let work: string;
@@ -213,33 +206,7 @@ describe('ct run eval on local Docker', () => {
   });
 });
 
-/** ct projects owned by runs recorded in this state dir. */
-function projectsOfState(stateDir: string): string[] {
-  let runs: string[] = [];
-  try {
-    runs = readdirSync(join(stateDir, 'runs')).map((f) => f.replace('.json', ''));
-  } catch {
-    return [];
-  }
-  return ctProjects().filter((p) => runs.some((r) => p.startsWith(`ct-${r}-`)));
-}
-
-/** Waits until `n` sample containers of runs in this state dir are running and working. */
-async function waitForRunning(stateDir: string, n: number): Promise<string[]> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const projects = projectsOfState(stateDir);
-    if (projects.length >= n) {
-      // Running the agent's command, not just starting.
-      const busy = projects.filter((p) => {
-        const ps = execFileSync('docker', ['ps', '-q', '--filter', `label=com.docker.compose.project=${p}`], { encoding: 'utf8' }).trim();
-        if (!ps) return false;
-        const procs = execFileSync('docker', ['top', ps.split('\n')[0]!], { encoding: 'utf8' });
-        return /sleep 120/.test(procs);
-      });
-      if (busy.length >= n) return projects;
-    }
-    if (Date.now() > deadline) throw new Error(`no ${n} running sample(s) in time`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+/** Waits until `n` sample containers of runs in this state dir are running the agent's command. */
+function waitForRunning(stateDir: string, n: number): Promise<string[]> {
+  return waitForProjects(stateDir, n, /sleep 120/);
 }

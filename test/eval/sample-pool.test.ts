@@ -137,6 +137,33 @@ describe('the sample pool', () => {
     for (const s of results) assert.match(s.error?.message ?? '', /CancelledError/);
   });
 
+  test('stopTaking lets running samples finish, takes no more work and closes the iterator', async () => {
+    const gate = gatedPolicy();
+    const { work, state } = countingWork(100);
+    const results: EvalSample[] = [];
+    const drain = new AbortController();
+    const done = runSamplePool({
+      work,
+      maxSamples: 2,
+      provider: new LocalProvider(),
+      policy: gate.policy,
+      sampleOptions: options,
+      signal: new AbortController().signal,
+      stopTaking: drain.signal,
+      onResult: (_item, s) => {
+        results.push(s);
+      },
+    });
+    await until(() => gate.waiting === 2);
+    drain.abort();
+    gate.releaseAll();
+    await done;
+    assert.equal(state.pulled, 2);
+    assert.equal(state.returned, true);
+    assert.equal(results.length, 2);
+    assert.ok(results.every((s) => !s.error && s.scores?.linux_scorer), 'running samples finished and were scored');
+  });
+
   test('a failing result callback stops the pool and is its error, after running samples are reported', async () => {
     const gate = gatedPolicy();
     const { work, state } = countingWork(10);
