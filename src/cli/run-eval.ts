@@ -1,4 +1,4 @@
-import { basename } from 'node:path';
+import { basename, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
@@ -136,11 +136,13 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     if (id) policyArgs.sample_id = id;
   }
   if (flags.trajectory && flags.policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
-  const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd() });
+  // Fleet runs also import module:export policies from the --extra-src trees, as their workers do.
+  const importRoots = [process.cwd(), ...flags.extraSrc.map((d) => resolve(d))];
+  const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
   checkPolicyFitsSamples(policy, samples);
   if (isFleetRun(flags)) {
     const perWorker = flags.maxSamples ?? config.fleet.samples_per_worker;
-    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv });
+    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv, envFlags: flags.env });
   }
   checkNoFleetFlags(flags);
 

@@ -2,9 +2,10 @@
  * `ct run eval --fleet` / `--ec2`: the fleet flags of `ct run eval` and the controller command.
  * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
  */
-import { existsSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
+import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
@@ -78,7 +79,12 @@ export interface FleetRunInput {
   version: string;
   /** The command line, for the resume hint. */
   argv: string[];
+  /** The `-e` values as given (checked for mixed setting:env and bare forms). */
+  envFlags: string[];
 }
+
+/** ct's own checkout: the code workers run. */
+const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 /** Runs the controller; returns the exit code. */
 export async function runFleetCommand(input: FleetRunInput): Promise<number> {
@@ -90,13 +96,40 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   if (spec.kind === 'ec2') {
     throw new ConfigError('EC2 workers are not available yet; use --fleet --workers local:N (processes on this machine) or --workers external (your own machines)');
   }
-  const extraSrc = flags.extraSrc.map((d) => resolve(d));
-  for (const d of extraSrc) if (!existsSync(d) || !statSync(d).isDirectory()) throw new ConfigError(`--extra-src ${d}: no such directory`);
+  // Everything below is checked before any AWS call: bad input creates nothing.
+  const { parseFleetEnvs, pinSettings } = await import('../fleet/settings-pin.js');
+  parseFleetEnvs(input.envFlags, config.default_setting);
+  const { resolveExtraSrc, packExtraSrc, extraSrcHash, resolveWorkerSetup } = await import('../fleet/extra-src.js');
+  const trees = resolveExtraSrc(flags.extraSrc, process.cwd());
+  const workerSetup = flags.workerSetup !== undefined ? resolveWorkerSetup(flags.workerSetup, trees) : undefined;
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
+  const packed = trees.map(packExtraSrc);
 
-  const { jobsOf, pinSettings, fleetIdOf } = await import('../fleet/build-manifest.js');
+  const { jobsOf, pinLocalSettings } = await import('../fleet/build-manifest.js');
+  const { fleetId: fleetIdOf } = await import('../fleet/fleet-id.js');
+  const { codeSnapshot, buildArchive, uploadArtifact, artifactKey } = await import('../fleet/code-artifact.js');
+  const git = { timeoutSeconds: config.git.timeout, env: process.env };
+  const code = await codeSnapshot(CT_ROOT, git);
+  if (code.warning) process.stderr.write(`warning: ${code.warning}\n`);
   const jobs = jobsOf(input.samples, input.epochs);
+  const settingNames = [...new Set(jobs.map((j) => j.setting))];
+  let settings;
+  try {
+    const { SettingsRegistry } = await import('../tasks/settings-registry.js');
+    const { SettingsLock } = await import('../tasks/settings-lock.js');
+    const { GitRunner } = await import('../tasks/git-runner.js');
+    settings = await pinSettings(settingNames, {
+      registry: new SettingsRegistry(config, process.cwd()),
+      lock: SettingsLock.read(process.cwd()),
+      settingsDir: config.settings_dir,
+      git: new GitRunner(git),
+    });
+  } catch (e) {
+    // Workers on this machine read the same settings folder: a setting that is only a local folder is fine for them.
+    if (!(e instanceof ConfigError) || spec.kind !== 'local') throw e;
+    settings = pinLocalSettings(config, settingNames);
+  }
   const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
   const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
   const base: Omit<Manifest, 'fleet_id' | 'created'> = {
@@ -107,13 +140,25 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ...(input.policy.model ? { model: input.policy.model } : {}),
     sample_options: input.sampleOptions,
     samples_per_worker: input.perWorker,
-    settings: pinSettings(config, process.cwd(), jobs.map((j) => j.setting)),
-    // Local workers import module:export policies from the same paths; shipping the trees to other machines is the code artifact's part.
-    extra_src: [],
-    sandbox: { spec: flags.sandbox },
+    code: { sha: code.sha, kind: code.kind, artifact_key: artifactKey(code.sha) },
+    settings,
+    extra_src: packed.map((p) => ({ name: p.name, sha256: p.sha256 })),
+    sandbox: { spec: flags.sandbox, ...(workerSetup ? { worker_setup: workerSetup } : {}) },
     jobs,
   };
-  const fleetId = fleetIdOf({ ...base, extra_src: [] });
+  const xsHash = extraSrcHash(packed);
+  const fleetId = fleetIdOf({
+    codeSha: code.sha,
+    policy: base.policy,
+    ...(base.model ? { model: base.model } : {}),
+    sampleIds: input.samples.map((s) => s.id),
+    epochs: input.epochs,
+    sandbox: flags.sandbox,
+    ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
+    ...(xsHash ? { extraSrcHash: xsHash } : {}),
+    settings: settings.map((x) => `${x.name}@${x.commit}`),
+    options: { sample_options: input.sampleOptions, settings_of: jobs.map((j) => j.setting) },
+  });
   const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
 
   const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
@@ -190,7 +235,17 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       r = await runFleet({
         queue,
         store,
-        ensureBucket: () => store.ensureBucket(),
+        ensureBucket: async () => {
+          await store.ensureBucket();
+          // What workers elsewhere need: the code at its SHA and the extra-src trees (each skipped when present).
+          const file = await buildArchive(code.root, code.sha, git);
+          try {
+            await uploadArtifact(store, code.sha, file);
+          } finally {
+            await rm(dirname(file), { recursive: true, force: true });
+          }
+          for (const p of packed) await store.putArtifact(p.sha256, p.gzip);
+        },
         manifest,
         state,
         launcher,
@@ -217,7 +272,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       if (spec.kind === 'local') await sweepLocalSandboxes(config);
     }
     if (r.end !== 'complete') {
-      out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
+      out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : r.end === 'workers-failed' ? 'stopped: its workers keep failing' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
       return r.end === 'stopped' ? 130 : 1;
     }
     const m = r.merge!;

@@ -1,18 +1,15 @@
 /**
- * The manifest of a run: its jobs (samples x epochs), the settings pinned at the commits this
- * checkout has, and the fleet id. The setting pins and the fleet id are the controller's
- * temporary versions: the manifest schema is `protocol.ts`'s; a fleet-id module hashing the code
- * artifact, extra-src content and worker-setup script replaces `fleetIdOf`.
+ * What the controller builds a manifest from besides the pinned settings (`settings-pin.ts`):
+ * the jobs (samples x epochs), and pins for settings that exist only as local folders, which
+ * `local:` workers read in place.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, relative } from 'node:path';
 import type { Config } from '../config/config.js';
-import { SettingsLock } from '../tasks/settings-lock.js';
 import type { Sample } from '../tasks/types.js';
-import { PROTOCOL_VERSION, type Job, type Manifest, type ManifestSetting } from './protocol.js';
+import type { Job, ManifestSetting } from './protocol.js';
 
 /**
  * A job's id: the sample id with `:` as `.` and its epoch, e.g. `notes_app.fix_config.e3`.
@@ -42,53 +39,15 @@ export function jobsOf(samples: readonly Sample[], epochs: number): Job[] {
 }
 
 /**
- * Each setting the jobs use, at the commit this machine has: the lock file's, else the setting
- * checkout's HEAD, else (a plain folder) a content hash of it, so workers on this machine can
- * tell they have the same tree.
+ * Settings that are only folders on this machine (neither registered nor pulled from git), for
+ * `local:` workers, which read the same folder: its path, and a commit-shaped hash of its content
+ * so the fleet id changes when the tasks do.
  */
-export function pinSettings(config: Config, projectRoot: string, names: readonly string[]): ManifestSetting[] {
-  const lock = SettingsLock.read(projectRoot);
+export function pinLocalSettings(config: Config, names: readonly string[]): ManifestSetting[] {
   return [...new Set(names)].sort().map((name) => {
     const dir = join(config.settings_dir, name);
-    const locked = lock.get(name);
-    const entry = config.settings[name];
-    const commit = locked?.commit ?? gitHead(dir) ?? folderHash(dir);
-    return { name, repo: locked?.repo ?? entry?.repo ?? dir, commit, ...(entry?.envs ? { envs: entry.envs } : {}) };
+    return { name, repo: dir, commit: gitHead(dir) ?? folderHash(dir) };
   });
-}
-
-/**
- * The fleet id: a hash of everything that changes results — ct's code (HEAD and uncommitted
- * changes of the checkout workers run), the policy and its arguments, the jobs, epochs, sample
- * options, settings' commits, sandbox, extra-src trees, instance type and protocol version; not
- * --max-workers, --yes or the log dir. Same command, same fleet: a re-run resumes it.
- */
-export function fleetIdOf(m: Omit<Manifest, 'fleet_id' | 'created'>): string {
-  const h = createHash('sha256');
-  h.update(
-    JSON.stringify([
-      codeVersion(),
-      PROTOCOL_VERSION,
-      m.policy,
-      m.jobs.map((j) => j.job_id),
-      m.epochs,
-      m.sample_options,
-      m.settings.map((s) => [s.name, s.commit]),
-      m.sandbox,
-      m.extra_src,
-      m.instance_type ?? null,
-    ]),
-  );
-  return h.digest('hex').slice(0, 16);
-}
-
-/** HEAD of ct's own checkout plus a hash of its uncommitted changes; the package path outside git. */
-function codeVersion(): string {
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-  const head = gitHead(root);
-  if (!head) return `package:${root}`;
-  const diff = execFileSync('git', ['diff', 'HEAD', '--', 'src', 'bin', 'package.json'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 64 * 1024 * 1024 });
-  return `${head}:${createHash('sha256').update(diff).digest('hex')}`;
 }
 
 function gitHead(dir: string): string | undefined {

@@ -99,7 +99,7 @@ export interface RunFleetOptions {
  * How a run ended: `complete` (every job finished, log merged, queues deleted), `stale` (no
  * progress for stale_teardown_minutes: workers stopped, results kept), `stopped` (signal).
  */
-export type FleetEnd = 'complete' | 'stale' | 'stopped';
+export type FleetEnd = 'complete' | 'stale' | 'stopped' | 'workers-failed';
 
 export interface RunFleetResult {
   end: FleetEnd;
@@ -211,7 +211,13 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         workerStart = Date.now();
       }
       liveWorkers = live;
-      if (live === 0 && done.size < ids.size) await replaceWorkers();
+      if (live === 0 && done.size < ids.size && !(await replaceWorkers())) {
+        const why = o.launcher.lastFailure?.();
+        events.add('warning', { kind: 'workers_failed', last_failure: why ?? null });
+        progress.note(`workers keep stopping with ${ids.size - done.size} job(s) left (${launched} started)${why ? `; last: ${why}` : ''}. Results are kept; resume with:\n  ${o.resumeCommand}`);
+        end = 'workers-failed';
+        break;
+      }
       if (done.size !== lastDone) {
         lastDone = done.size;
         lastProgress = Date.now();
@@ -288,17 +294,18 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     }
   }
 
-  /** No worker is left while jobs remain: start replacements, within the launch budget. */
-  async function replaceWorkers(): Promise<void> {
+  /** No worker is left while jobs remain: start replacements, within the launch budget; false when it is spent. */
+  async function replaceWorkers(): Promise<boolean> {
     const left = ids.size - done.size;
-    if (launched >= launchBudget) return;
+    if (launched >= launchBudget) return false;
     const n = await o.launcher.start(Math.min(o.workers, left, launchBudget - launched));
-    if (n === 0) return;
+    if (n === 0) return false;
     launched += n;
     liveWorkers = n;
     workerStart = Date.now();
     events.add('replace', { workers: o.launcher.names().slice(-n), left });
     progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);
+    return true;
   }
 
   /** Warns after stale_warning_minutes without a finished job; true after stale_teardown_minutes. */

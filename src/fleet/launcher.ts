@@ -21,6 +21,8 @@ export interface FleetLauncher extends WorkerLauncher {
   names(): string[];
   /** How a user starts a worker by hand, for messages. */
   workerCommand(): string;
+  /** Why the last worker that exited with an error did (its log's last line), if one did. */
+  lastFailure?(): string | undefined;
 }
 
 /** `--workers` parsed: `local:N`, `external` or `ec2`. */
@@ -59,6 +61,7 @@ export interface LocalLauncherOptions {
 export class LocalLauncher implements FleetLauncher {
   readonly kind = 'local' as const;
   private readonly started_: string[] = [];
+  private failure?: string;
   private readonly children = new Map<string, ChildProcess>();
   private started = 0;
 
@@ -77,8 +80,16 @@ export class LocalLauncher implements FleetLauncher {
       child.stdout!.pipe(out, { end: false });
       child.stderr!.pipe(out, { end: false });
       this.children.set(name, child);
-      child.once('exit', () => {
+      let tail = '';
+      const keepTail = (d: Buffer) => (tail = (tail + d.toString()).slice(-2000));
+      child.stdout!.on('data', keepTail);
+      child.stderr!.on('data', keepTail);
+      child.once('exit', (code) => {
         this.children.delete(name);
+        if (code !== 0 && code !== null) {
+          const last = tail.trim().split('\n').pop() ?? '';
+          this.failure = `${name} exited with ${code}: ${last.replace(/^\S+Z /, '')} (log: ${join(this.o.logDir, `worker-${this.started_.indexOf(name) + 1}.log`)})`;
+        }
         setTimeout(() => out.end(), 100);
       });
       this.started_.push(name);
@@ -92,6 +103,10 @@ export class LocalLauncher implements FleetLauncher {
 
   names(): string[] {
     return [...this.started_];
+  }
+
+  lastFailure(): string | undefined {
+    return this.failure;
   }
 
   /** Process ids of the running workers (tests and the events log name them). */

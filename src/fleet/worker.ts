@@ -27,6 +27,11 @@
  *   `idle_polls` polls in a row found nothing while nothing ran and the queue held nothing,
  *   visible or in flight.
  */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Config } from '../config/config.js';
 import { CloudError, ConfigError, SampleError, ScorerError, errorMessage } from '../errors.js';
 import { RunSession } from '../eval/run-session.js';
@@ -81,6 +86,8 @@ export interface WorkerResult {
   jobs: Record<JobOutcome, number>;
 }
 
+const execFileAsync = promisify(execFile);
+
 /** Longest wait before a failed job is offered again (seconds). */
 const MAX_RETRY_DELAY_SECONDS = 300;
 /** Failed polls in a row before the worker gives up. */
@@ -107,10 +114,12 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     o.log(`the queues of fleet ${manifest.fleet_id} are gone (the controller finished the fleet); nothing to do`);
     return { stopped: 'fleet-gone', exitCode: 0, jobs: { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 } };
   }
+  const extraRoots = await unpackExtraSrc(store, manifest, o.log);
+  if (manifest.sandbox.worker_setup) await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
   const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
     models: new ModelRegistry(config.models),
     cwd: o.cwd,
-    importRoots: [o.cwd, ...manifest.extra_src.map((x) => x.name)],
+    importRoots: [o.cwd, ...extraRoots.roots],
   });
   const concurrency = o.concurrency ?? manifest.samples_per_worker;
   const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, note: o.log, handleSignals: o.handleSignals ?? true });
@@ -313,6 +322,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   } finally {
     removeHook();
     await session.close();
+    await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
   }
   if (session.signal.aborted) stop = 'stopped';
   o.log(
@@ -333,6 +343,40 @@ export function attemptFailed(e: unknown): boolean {
   if (e instanceof ScorerError) return false;
   if (e instanceof SampleError && e.cause === undefined) return false;
   return true;
+}
+
+/**
+ * The manifest's extra-src trees, downloaded and unpacked as `<dir>/<name>/` (each an import root
+ * for `module:export` policies and sandboxes, like PYTHONPATH=DIR).
+ */
+async function unpackExtraSrc(store: ResultStore, manifest: Manifest, log: (line: string) => void): Promise<{ dir: string; roots: string[] }> {
+  const dir = await mkdtemp(join(tmpdir(), 'ct-extra-src-'));
+  const roots: string[] = [];
+  for (const x of manifest.extra_src) {
+    const gz = await store.getArtifact(x.sha256);
+    if (!gz) throw new ConfigError(`extra-src tree ${x.name} (artifact ${x.sha256}) is missing from the bucket; run the controller again to upload it`);
+    // The archive holds `{name}/...`.
+    const root = join(dir, x.name);
+    const file = join(dir, `${x.name}.tar.gz`);
+    await writeFile(file, gz);
+    await execFileAsync('tar', ['-xzf', file, '-C', dir, '--no-same-owner']);
+    await mkdir(root, { recursive: true });
+    await rm(file, { force: true });
+    roots.push(root);
+    log(`extra-src ${x.name} unpacked in ${root}`);
+  }
+  return { dir, roots };
+}
+
+/** `--worker-setup`: the script inside an extra-src tree, run once before any job is taken. */
+async function runWorkerSetup(dir: string, path: string, log: (line: string) => void): Promise<void> {
+  log(`running worker setup ${path}`);
+  try {
+    const r = await execFileAsync('sh', [join(dir, path)], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
+    if (r.stdout.trim()) log(r.stdout.trim().split('\n').slice(-5).join('\n'));
+  } catch (e) {
+    throw new ConfigError(`worker setup ${path} failed: ${errorMessage(e).split('\n').slice(-5).join('\n')}`);
+  }
 }
 
 /** The job's sample from this machine's settings. */

@@ -76,7 +76,10 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
   before(async () => {
     moto = await startMoto();
     dirs = fleetWorkDir('failures');
-    writeFileSync(join(dirs.work, 'flaky-policy.mjs'), FLAKY_POLICY);
+    // The policy lives in an --extra-src tree: workers import it from the shipped copy.
+    mkdirSync(join(dirs.work, 'lib', 'policies', '__pycache__'), { recursive: true });
+    writeFileSync(join(dirs.work, 'lib', 'policies', 'flaky-policy.mjs'), FLAKY_POLICY);
+    writeFileSync(join(dirs.work, 'lib', 'policies', '__pycache__', 'junk.pyc'), 'not shipped');
     // A task whose scorer says the environment is not ready: the sample's own failure.
     const t = join(dirs.settings, 'demo', 'notes_app', 'main_tasks', 'not_ready');
     mkdirSync(t, { recursive: true });
@@ -102,7 +105,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     await moto.reset();
     const logDir = testLogDir('fleet-dlq');
     const r = await runCt(
-      ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '-t', 'not_ready', '--policy', './flaky-policy.mjs:policy', '--log-dir', logDir, '--yes'],
+      ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '-t', 'not_ready', '--policy', 'flaky-policy.mjs:policy', '--extra-src', 'lib/policies', '--log-dir', logDir, '--yes'],
       { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 180_000 },
     );
     assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
@@ -117,9 +120,11 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     assert.equal(events.filter((e) => e.event === 'job_failed' && e.job_id === 'notes_app.fix_config.e1').length, 3, 'three attempts');
     assert.equal(events.filter((e) => e.event === 'job_failed' && e.job_id !== 'notes_app.fix_config.e1').length, 0, 'NOT_READY is not retried');
     assert.ok(events.some((e) => e.event === 'job_dead' && e.job_id === 'notes_app.fix_config.e1'));
+    const worker = readFileSync(join(logDir, 'fleet', fleetId, 'worker-1.log'), 'utf8');
+    assert.match(worker, /extra-src policies unpacked in /, 'the policy came from the shipped tree');
     // Resuming the finished fleet queues nothing: the dead job has its error result.
     const again = await runCt(
-      ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '-t', 'not_ready', '--policy', './flaky-policy.mjs:policy', '--log-dir', logDir, '--yes'],
+      ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '-t', 'not_ready', '--policy', 'flaky-policy.mjs:policy', '--extra-src', 'lib/policies', '--log-dir', logDir, '--yes'],
       { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 60_000 },
     );
     assert.equal(again.code, 1);

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, rmSync } from 'node:fs';
+import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { onlyLog, runCt } from '../helpers/cli.js';
-import { ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
+import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
@@ -91,8 +92,15 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
       [['--ec2'], /EC2 workers are not available yet/],
       [['--workers', 'local:0'], /--workers local:0: expected local:N/],
       [['--workers', 'remote'], /expected local:N .*external, or ec2/],
-      [['--extra-src', join(dirs.work, 'nope')], /--extra-src .*nope: no such directory/],
+      [['--extra-src', join(dirs.work, 'nope')], /--extra-src .*nope: no such folder/],
+      [['--extra-src', join(dirs.work, 'a', 'tools'), '--extra-src', join(dirs.work, 'b', 'tools')], /have the same basename "tools"/],
+      [['--extra-src', join(dirs.work, 'a', 'tools'), '--worker-setup', 'tools/../../setup.sh'], /--worker-setup/],
+      [['--worker-setup', 'tools/setup.sh'], /--worker-setup tools\/setup.sh must be <basename>\/<path> inside an --extra-src tree/],
+      [['-e', 'demo:kv_service'], /mix the setting:env and bare forms/],
     ];
+    mkdirSync(join(dirs.work, 'a', 'tools'), { recursive: true });
+    mkdirSync(join(dirs.work, 'b', 'tools'), { recursive: true });
+    writeFileSync(join(dirs.work, 'setup.sh'), 'true\n');
     for (const [extra, message] of cases) {
       const args = [...RUN, '--log-dir', logDir, '--yes'];
       const i = args.indexOf('--workers');
@@ -104,9 +112,31 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     const both = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: { ...fleetEnv(moto, dirs), AWS_PROFILE: 'fleet' } });
     assert.equal(both.code, 2, both.stderr);
     assert.match(both.stderr, /both AWS_PROFILE \(fleet\) and AWS_ACCESS_KEY_ID are set/);
+    writeFileSync(join(dirs.work, 'policy.mjs'), 'export const other = { name: "other", async run() { return {}; } };\n');
+    const noExport = await runCt([...RUN.filter((a, i) => !(RUN[i - 1] === '--trajectory' || a === '--trajectory')).map((a) => (a === 'replay' ? 'policy.mjs:nope' : a)), '--log-dir', logDir, '--yes'], {
+      cwd: dirs.work,
+      env: fleetEnv(moto, dirs),
+    });
+    assert.equal(noExport.code, 2, noExport.stderr);
+    assert.match(noExport.stderr, /nope/);
+    assert.doesNotMatch(noExport.stderr, /at .*\.js:\d+/, 'a message, not a stack trace');
     const local = await runCt(['run', 'eval', '-e', 'notes_app', '-t', 'create_greeting', '--max-workers', '3'], { cwd: dirs.work, env: fleetEnv(moto, dirs) });
     assert.equal(local.code, 2);
     assert.match(local.stderr, /--max-workers only apply to fleet runs; add --fleet/);
     assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
+  });
+
+  test('a fleet whose manifest another protocol version wrote is refused (exit 2) before any queue is created', async () => {
+    await moto.reset();
+    const est = await runCt([...RUN, '--log-dir', logDir, '--estimate'], { cwd: dirs.work, env: fleetEnv(moto, dirs) });
+    const fleetId = /fleet ([0-9a-f]{16}):/.exec(est.stderr)![1]!;
+    const s3 = new S3Client({ region: 'us-east-1', endpoint: moto.url, forcePathStyle: true, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
+    await s3.send(new CreateBucketCommand({ Bucket: 'lb-fleet-results-migrated' }));
+    await s3.send(new PutObjectCommand({ Bucket: 'lb-fleet-results-migrated', Key: `${fleetId}/manifest.json`, Body: JSON.stringify({ version: 2, fleet_id: fleetId }) }));
+    s3.destroy();
+    const r = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: fleetEnv(moto, dirs) });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /fleet protocol version 2, but this ct speaks version 1/);
+    assert.deepEqual((await motoContents(moto)).queues, []);
   });
 });
