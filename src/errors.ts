@@ -124,6 +124,14 @@ const AWS_FINAL = new Set([
 /** Errors from Node's sockets (no response at all): the network, not the request, failed. */
 const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH']);
 
+/** One name for errors SQS spells two ways (its JSON and its older query protocol). */
+const AWS_ALIASES: Record<string, string> = {
+  'AWS.SimpleQueueService.NonExistentQueue': 'QueueDoesNotExist',
+  'AWS.SimpleQueueService.QueueDeletedRecently': 'QueueDeletedRecently',
+  'AWS.SimpleQueueService.PurgeQueueInProgress': 'PurgeQueueInProgress',
+  'AWS.SimpleQueueService.MessageNotInflight': 'MessageNotInflight',
+};
+
 interface AwsErrorShape {
   name?: string;
   code?: string;
@@ -139,14 +147,6 @@ export function awsErrorName(e: unknown): string {
   const name = err.$metadata || err.$fault ? (err.name ?? '') : '';
   return AWS_ALIASES[name] ?? name;
 }
-
-/** One name for errors that services spell two ways (SQS's query protocol, S3's HEAD without a body). */
-const AWS_ALIASES: Record<string, string> = {
-  'AWS.SimpleQueueService.NonExistentQueue': 'QueueDoesNotExist',
-  'AWS.SimpleQueueService.QueueDeletedRecently': 'QueueDeletedRecently',
-  'AWS.SimpleQueueService.PurgeQueueInProgress': 'PurgeQueueInProgress',
-  'AWS.SimpleQueueService.MessageNotInflight': 'MessageNotInflight',
-};
 
 /**
  * Whether an AWS SDK call that failed (after the SDK's own retries) is worth another try, from the

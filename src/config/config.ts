@@ -149,7 +149,10 @@ export const configSchema = z.object({
       max_workers: z.number().int().min(1).default(10),
       /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. */
       samples_per_worker: z.number().int().min(1).default(10),
-      /** Seconds a taken job stays invisible; a running job's worker extends it every third of it; CT_FLEET_VISIBILITY_TIMEOUT. */
+      /**
+       * Seconds a taken job stays invisible; a running job's worker extends it every third of it;
+       * CT_FLEET_VISIBILITY_TIMEOUT. SQS allows 0-43,200; tests scale it down to a few seconds.
+       */
       visibility_timeout: z.number().int().min(1).max(43_200).default(600),
       /**
        * Seconds a worker keeps extending one job's visibility (the heartbeat's cap), so a hung job is
@@ -169,7 +172,7 @@ export const configSchema = z.object({
       estimate_seconds_per_sample: z.number().positive().default(300),
       /** A worker's name in done messages and logs; CT_WORKER_NAME. Default: host name and pid. */
       worker_name: z.string().min(1).optional(),
-      /** Receives of one job before it goes to the dead-letter queue. */
+      /** Receives of one job before it goes to the dead-letter queue; CT_FLEET_MAX_RECEIVE_COUNT. */
       max_receive_count: z.number().int().min(1).max(1000).default(3),
       /** The controller warns after this many minutes without progress. */
       stale_warning_minutes: z.number().positive().default(10),

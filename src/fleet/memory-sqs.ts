@@ -39,6 +39,12 @@ export interface MemoryReceived {
 export class MemorySqs {
   private readonly queues = new Map<string, MemoryQueue>();
 
+  /**
+   * @param now the clock visibility timeouts run on (epoch ms; default the real one). A test can
+   *   pass its own to expire a visibility without waiting; long polls still wait in real time.
+   */
+  constructor(private readonly now: () => number = Date.now) {}
+
   /** Creates a queue with SQS attribute names and values (`VisibilityTimeout`, `RedrivePolicy`, ...); an existing one is left as it is. */
   createQueue(name: string, attributes: Record<string, string>): void {
     if (this.queues.has(name)) return;
@@ -83,8 +89,8 @@ export class MemorySqs {
   changeVisibility(name: string, handle: string, seconds: number): void {
     const m = this.queue(name).messages.find((x) => x.handle === handle);
     if (!m) throw new CloudError(`changing visibility: ReceiptHandleIsInvalid: the handle is not the message's latest`, false, { code: 'ReceiptHandleIsInvalid', status: 400 });
-    if (m.visibleAt <= Date.now()) throw new CloudError('changing visibility: MessageNotInflight: the message is not in flight', false, { code: 'MessageNotInflight', status: 400 });
-    m.visibleAt = Date.now() + seconds * 1000;
+    if (m.visibleAt <= this.now()) throw new CloudError('changing visibility: MessageNotInflight: the message is not in flight', false, { code: 'MessageNotInflight', status: 400 });
+    m.visibleAt = this.now() + seconds * 1000;
   }
 
   deleteMessage(name: string, handle: string): void {
@@ -94,14 +100,14 @@ export class MemorySqs {
   }
 
   depth(name: string): { visible: number; inFlight: number } {
-    const now = Date.now();
+    const now = this.now();
     const messages = this.queue(name).messages;
     const inFlight = messages.filter((m) => m.visibleAt > now).length;
     return { visible: messages.length - inFlight, inFlight };
   }
 
   private take(q: MemoryQueue, max: number): MemoryReceived[] {
-    const now = Date.now();
+    const now = this.now();
     const redrive = parseRedrive(q.attributes.RedrivePolicy);
     const visibility = Number(q.attributes.VisibilityTimeout);
     const out: MemoryReceived[] = [];

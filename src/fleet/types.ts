@@ -104,7 +104,7 @@ export interface QueueDepth {
 
 /**
  * One fleet's three queues (work, done, DLQ). Implemented over SQS (`sqs-job-queue.ts`) and in
- * memory (`memory-job-queue.ts`); both pass test/fleet/job-queue-conformance.
+ * memory (`memory-job-queue.ts`); both pass test/fleet/conformance.ts.
  *
  * A receive is never aborted once started (an aborted long poll can orphan the messages SQS was
  * about to return, leaving them invisible for a whole timeout): to stop, stop starting receives.
@@ -112,7 +112,11 @@ export interface QueueDepth {
  */
 export interface JobQueue {
   readonly fleetId: string;
-  /** Creates the DLQ, the work queue (redrive to the DLQ after `maxReceiveCount`) and the done queue; on an existing fleet, sets attributes that differ. */
+  /**
+   * Creates the DLQ, the work queue (redrive to the DLQ after `maxReceiveCount`) and the done
+   * queue; on an existing fleet, sets attributes that differ. Re-creating a name SQS deleted less
+   * than 60 s ago fails with a retryable CloudError `QueueDeletedRecently`.
+   */
   create(settings: QueueSettings): Promise<QueueCreation>;
   /** Enqueues jobs in batches of 10 (SQS's limit); entries SQS refuses are retried, then counted as failed. */
   enqueue(jobs: readonly JobMessage[]): Promise<{ sent: number; failed: number }>;
@@ -146,7 +150,7 @@ export interface PutOutcome {
 /**
  * One fleet's objects in the bucket, plus the bucket-wide code artifacts. Implemented over S3
  * (`s3-result-store.ts`) and in memory (`memory-result-store.ts`); both pass
- * test/fleet/result-store-conformance. Results are written with server-side encryption.
+ * test/fleet/conformance.ts. Results are written with server-side encryption.
  */
 export interface ResultStore {
   readonly fleetId: string;

@@ -80,6 +80,14 @@ describe('cloudError decides what is retried from the SDK error a real response 
       code: 'QueueDoesNotExist',
       status: 400,
     },
+    {
+      what: 'SQS QueueDeletedRecently (400)',
+      set: () => sqsError(400, 'QueueDeletedRecently', 'AWS.SimpleQueueService.QueueDeletedRecently'),
+      call: sqsFailure,
+      retryable: true,
+      code: 'QueueDeletedRecently',
+      status: 400,
+    },
     { what: 'SQS AccessDenied (403)', set: () => sqsError(403, 'AccessDenied', 'AccessDenied'), call: sqsFailure, retryable: false, code: 'AccessDenied', status: 403 },
   ];
   for (const c of cases) {
@@ -107,6 +115,17 @@ describe('cloudError decides what is retried from the SDK error a real response 
     assert.ok(err instanceof CloudError);
     assert.equal(err.retryable, true);
     assert.equal(err.status, undefined);
+  });
+
+  test('a call ct cancelled itself is not retried', async () => {
+    sqsError(503, 'ServiceUnavailable');
+    let e: unknown;
+    try {
+      await new SQSClient(common()).send(new GetQueueUrlCommand({ QueueName: 'q' }), { abortSignal: AbortSignal.abort() });
+    } catch (x) {
+      e = x;
+    }
+    assert.equal((cloudError(e, 'looking up a queue') as CloudError).retryable, false);
   });
 
   test('an error ct already classified passes through unchanged', () => {
