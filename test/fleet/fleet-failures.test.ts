@@ -94,6 +94,13 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
         '{"function": "text_editor", "arguments": {"command": "create", "path": "/app/greeting.txt", "file_text": "hello, notes\\n"}}\n' +
         '{"function": "submit", "arguments": {"answer": "done"}}\n',
     );
+    // External workers pull settings: the demo setting is a registered git repository here.
+    const demo = join(dirs.settings, 'demo');
+    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], { cwd: demo, stdio: 'ignore' });
+    git('init', '-q');
+    git('add', '-A');
+    git('commit', '-qm', 'demo');
+    writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n`);
   });
   after(async () => {
     for (const pid of started) if (alive(pid)) process.kill(pid, 'SIGKILL');
