@@ -95,6 +95,7 @@ async function main(): Promise<void> {
     let t = performance.now();
     const sent = await q1.enqueue(jobs);
     const enqSeconds = (performance.now() - t) / 1000;
+    process.stderr.write(`enqueue done in ${enqSeconds.toFixed(1)} s\n`);
     rows.push(`| enqueue ${N} jobs | ${enqSeconds.toFixed(2)} s | ${Math.round(sent.sent / enqSeconds)} jobs/s | >= 1,000 jobs/s | ${sent.sent / enqSeconds >= 1000 ? 'met' : 'NOT met'} |`);
 
     // worker per-job overhead
@@ -120,6 +121,7 @@ async function main(): Promise<void> {
       done++;
     }
     const perJob = (performance.now() - t) / 1000 / J;
+    process.stderr.write(`worker loop done\n`);
     rows.push(`| worker overhead, ${J} jobs one at a time | ${(perJob * J).toFixed(2)} s | ${perJob.toFixed(3)} s/job | <= 0.2 s/job | ${perJob <= 0.2 ? 'met' : 'NOT met'} |`);
 
     // merge
