@@ -60,6 +60,15 @@ export abstract class RetryableCtError extends CtError {
 
 export class CloudError extends RetryableCtError {
   override readonly kind = 'cloud' as const;
+  /** The service's error name (e.g. `QueueDoesNotExist`, `ThrottlingException`), when it gave one. */
+  readonly code?: string;
+  /** The HTTP status of the failed call, when there was a response. */
+  readonly status?: number;
+  constructor(message: string, retryable: boolean, options?: { cause?: unknown; code?: string; status?: number }) {
+    super(message, retryable, options);
+    if (options?.code !== undefined) this.code = options.code;
+    if (options?.status !== undefined) this.status = options.status;
+  }
 }
 
 export class GitError extends RetryableCtError {
@@ -87,6 +96,95 @@ export class SandboxFileNotFoundError extends CtError {}
 export class SandboxPermissionError extends CtError {}
 export class SandboxIsADirectoryError extends CtError {}
 export class OutputLimitExceededError extends CtError {}
+
+/**
+ * AWS error names, by what a retry can do about them. Names are the SDK's `error.name` (the
+ * service's error code); SQS answers in both its JSON (`QueueDoesNotExist`) and its older query
+ * (`AWS.SimpleQueueService.NonExistentQueue`) spelling.
+ */
+const AWS_RETRYABLE = new Set([
+  'ThrottlingException', 'Throttling', 'ThrottledException', 'RequestThrottled', 'RequestThrottledException',
+  'RequestLimitExceeded', 'TooManyRequestsException', 'ProvisionedThroughputExceededException', 'SlowDown',
+  'RequestTimeout', 'RequestTimeoutException', 'TimeoutError', 'ServiceUnavailable', 'ServiceUnavailableException',
+  'InternalError', 'InternalFailure', 'InternalServerError', 'InternalServerException',
+  // EC2: another zone or a later try may have capacity.
+  'InsufficientInstanceCapacity',
+  // S3: two conditional writes of one key raced; the loser may try again (and then gets 412).
+  'ConditionalRequestConflict',
+  // SQS: a queue of this name was deleted less than 60 s ago; a purge is still running.
+  'QueueDeletedRecently', 'AWS.SimpleQueueService.QueueDeletedRecently', 'PurgeQueueInProgress', 'AWS.SimpleQueueService.PurgeQueueInProgress',
+]);
+const AWS_FINAL = new Set([
+  'AccessDenied', 'AccessDeniedException', 'UnauthorizedOperation', 'InvalidClientTokenId', 'SignatureDoesNotMatch',
+  'ExpiredToken', 'ExpiredTokenException', 'UnrecognizedClientException',
+  'QueueDoesNotExist', 'AWS.SimpleQueueService.NonExistentQueue', 'NoSuchBucket', 'NoSuchKey', 'NotFound', 'ParameterNotFound',
+  'ReceiptHandleIsInvalid', 'MessageNotInflight', 'AWS.SimpleQueueService.MessageNotInflight',
+  'ValidationError', 'ValidationException', 'InvalidParameterValue', 'InvalidParameterValueException', 'PreconditionFailed',
+]);
+/** Errors from Node's sockets (no response at all): the network, not the request, failed. */
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH']);
+
+/** One name for errors SQS spells two ways (its JSON and its older query protocol). */
+const AWS_ALIASES: Record<string, string> = {
+  'AWS.SimpleQueueService.NonExistentQueue': 'QueueDoesNotExist',
+  'AWS.SimpleQueueService.QueueDeletedRecently': 'QueueDeletedRecently',
+  'AWS.SimpleQueueService.PurgeQueueInProgress': 'PurgeQueueInProgress',
+  'AWS.SimpleQueueService.MessageNotInflight': 'MessageNotInflight',
+};
+
+interface AwsErrorShape {
+  name?: string;
+  code?: string;
+  $fault?: 'client' | 'server';
+  $retryable?: { throttling?: boolean };
+  $metadata?: { httpStatusCode?: number };
+}
+
+/** The AWS error name of `e` (`''` when it is not an AWS SDK error). */
+export function awsErrorName(e: unknown): string {
+  if (!e || typeof e !== 'object') return '';
+  const err = e as AwsErrorShape;
+  const name = err.$metadata || err.$fault ? (err.name ?? '') : '';
+  return AWS_ALIASES[name] ?? name;
+}
+
+/**
+ * Whether an AWS SDK call that failed (after the SDK's own retries) is worth another try, from the
+ * SDK's error metadata: known error names first (throttling, timeouts, outages: yes; refusals,
+ * missing queues or keys, bad handles: no), then `$retryable`, then `$fault` and the HTTP status
+ * (429 and 5xx: yes; other 4xx: no). No response at all (a network error) is retryable.
+ */
+export function isRetryableAwsError(e: unknown): boolean {
+  const err = (e && typeof e === 'object' ? e : {}) as AwsErrorShape;
+  const name = AWS_ALIASES[err.name ?? ''] ?? err.name ?? '';
+  if (AWS_RETRYABLE.has(name)) return true;
+  if (AWS_FINAL.has(name)) return false;
+  if (err.$retryable) return true;
+  const status = err.$metadata?.httpStatusCode;
+  if (status === 429 || (status !== undefined && status >= 500)) return true;
+  if (err.$fault === 'server') return true;
+  if (status !== undefined || err.$fault === 'client') return false;
+  if (NETWORK_CODES.has(err.code ?? '')) return true;
+  // No response: a network failure is retryable; a cancelled call or a bug in ct is not.
+  return !(name === 'AbortError' || e instanceof TypeError || e instanceof RangeError || e instanceof SyntaxError || e instanceof CtError);
+}
+
+/**
+ * Wraps a failed AWS call as a CloudError that says what ct was doing, the service's error name,
+ * and whether to retry (`isRetryableAwsError`). A CtError passes through unchanged.
+ */
+export function cloudError(e: unknown, doing: string): CtError {
+  if (e instanceof CtError) return e;
+  const err = (e && typeof e === 'object' ? e : {}) as AwsErrorShape & { message?: string };
+  const name = awsErrorName(e);
+  const status = err.$metadata?.httpStatusCode;
+  const message = err.message ?? String(e);
+  return new CloudError(`${doing}: ${name && !message.startsWith(name) ? `${name}: ` : ''}${message}`, isRetryableAwsError(e), {
+    cause: e,
+    ...(name ? { code: name } : {}),
+    ...(status !== undefined ? { status } : {}),
+  });
+}
 
 /** What is retried: infrastructure failures and throttled cloud calls; never user or sample errors. */
 export function isRetryable(err: unknown): boolean {

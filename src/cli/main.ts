@@ -8,6 +8,7 @@ import { registerRunCommands } from './run-eval.js';
 import { registerSandboxCommands } from './sandbox.js';
 import { registerSettingsCommands } from './settings.js';
 import { registerEnvsCommands } from './envs.js';
+import { registerFleetCommands } from './fleet.js';
 import { ctVersion } from './version.js';
 
 /** Exit codes: 0 success, 1 the run finished with failed samples, 2 bad input or usage, 130 interrupted. */
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   registerProtocolCommands(program);
   registerSettingsCommands(program);
   registerEnvsCommands(program);
+  registerFleetCommands(program);
   for (const c of allCommands(program)) {
     c.exitOverride();
     c.showHelpAfterError('(run with --help for usage)');

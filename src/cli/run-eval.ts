@@ -1,4 +1,4 @@
-import { basename } from 'node:path';
+import { basename, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
@@ -17,9 +17,10 @@ import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
+import { addFleetOptions, checkNoFleetFlags, isFleetRun, runFleetCommand, type FleetFlags } from './run-fleet.js';
 import { ctVersion } from './version.js';
 
-interface RunEvalFlags {
+interface RunEvalFlags extends FleetFlags {
   env: string[];
   mainTask: string[];
   sideTask: string[];
@@ -97,6 +98,7 @@ export function registerRunCommands(program: Command): void {
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
     });
+  addFleetOptions(run.commands.find((c) => c.name() === 'eval')!);
   addRemoteSandboxOptions(run.commands.find((c) => c.name() === 'eval')!, true).addHelpText(
     'after',
     `Remote sandbox examples:\n${REMOTE_SANDBOX_EXAMPLES}${REMOTE_SANDBOX_NOTES}`,
@@ -141,8 +143,15 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     if (id) policyArgs.sample_id = id;
   }
   if (flags.trajectory && flags.policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
-  const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd() });
+  // Fleet runs also import module:export policies from the --extra-src trees, as their workers do.
+  const importRoots = [process.cwd(), ...flags.extraSrc.map((d) => resolve(d))];
+  const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
   checkPolicyFitsSamples(policy, samples);
+  if (isFleetRun(flags)) {
+    const perWorker = flags.maxSamples ?? config.fleet.samples_per_worker;
+    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv, envFlags: flags.env });
+  }
+  checkNoFleetFlags(flags);
 
   const progress = createProgress(process.stderr, flags.quiet);
   const session = await RunSession.open({ config, sandbox: flags.sandbox, note: (m) => progress.note(m) });

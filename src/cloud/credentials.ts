@@ -1,5 +1,5 @@
 import { GetCallerIdentityCommand } from '@aws-sdk/client-sts';
-import { CloudError, ConfigError } from '../errors.js';
+import { ConfigError, cloudError } from '../errors.js';
 import type { AwsClients } from './aws-clients.js';
 
 /** Who is calling AWS: the account and the name instances are tagged with (LaunchedBy). */
@@ -76,6 +76,5 @@ function credentialError(e: unknown, profile: string | undefined): Error {
         'or for SSO run `aws sso login --profile <profile>`.',
     );
   }
-  const status = err.$metadata?.httpStatusCode;
-  return new CloudError(`cannot reach AWS STS to check your credentials: ${name ? `${name}: ` : ''}${msg}`, !status || status >= 500);
+  return cloudError(e, 'cannot reach AWS STS to check your credentials');
 }

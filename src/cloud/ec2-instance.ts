@@ -7,7 +7,7 @@ import {
   type Instance,
 } from '@aws-sdk/client-ec2';
 import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
-import { CancelledError, CloudError, ConfigError } from '../errors.js';
+import { CancelledError, CloudError, ConfigError, awsErrorName, cloudError } from '../errors.js';
 import { sleep } from '../host/backoff.js';
 import { toTags } from './tags.js';
 
@@ -67,16 +67,15 @@ export async function launchInstance(ec2: EC2Client, o: LaunchOptions): Promise<
       }),
     );
   } catch (e) {
-    const name = (e as { name?: string }).name ?? '';
+    const name = awsErrorName(e);
     const msg = (e as Error).message;
     if (/InstanceLimitExceeded|VcpuLimitExceeded/.test(name)) {
       throw new ConfigError(`EC2 refused the launch (${name}: ${msg}); request a limit increase or pick a smaller --ec2-instance-type`);
     }
-    if (/InsufficientInstanceCapacity/.test(name)) throw new CloudError(`EC2 has no ${o.instanceType} capacity right now: ${msg}`, true);
     if (/Unauthorized|AccessDenied/.test(name)) {
       throw new ConfigError(`your AWS identity may not launch instances (${name}): ${msg.split('Encoded authorization')[0]}`);
     }
-    throw new CloudError(`launching the EC2 instance failed: ${name}: ${msg}`, false);
+    throw cloudError(e, name === 'InsufficientInstanceCapacity' ? `EC2 has no ${o.instanceType} capacity right now` : 'launching the EC2 instance failed');
   }
   const inst = r.Instances?.[0];
   if (!inst?.InstanceId) throw new CloudError('RunInstances returned no instance', false);
@@ -98,7 +97,7 @@ export async function waitForRunning(ec2: EC2Client, instanceId: string, timeout
       inst = await describeInstance(ec2, instanceId);
     } catch (e) {
       // Right after launch the id may not be visible yet (eventual consistency).
-      if (!/InvalidInstanceID\.NotFound/.test((e as { name?: string }).name ?? '')) throw e;
+      if (awsErrorName(e) !== 'InvalidInstanceID.NotFound') throw cloudError(e, `describing instance ${instanceId}`);
     }
     const state = inst?.State?.Name;
     if (state === 'running') return inst!;

@@ -7,7 +7,7 @@ import {
   type EC2Client,
   type SecurityGroup,
 } from '@aws-sdk/client-ec2';
-import { ConfigError } from '../errors.js';
+import { ConfigError, awsErrorName, cloudError } from '../errors.js';
 import { MANAGED_BY, TAGS, toTags } from './tags.js';
 
 export interface SshSecurityGroupOptions {
@@ -76,7 +76,7 @@ export async function ensureSshSecurityGroup(ec2: EC2Client, o: SshSecurityGroup
       );
     } catch (e) {
       // Another ct process created it first.
-      if ((e as { name?: string }).name !== 'InvalidGroup.Duplicate') throw e;
+      if (awsErrorName(e) !== 'InvalidGroup.Duplicate') throw cloudError(e, `creating security group ${o.name}`);
     }
     group = await findGroup(ec2, o.name, vpcId);
     if (!group?.GroupId) throw new ConfigError(`security group ${o.name} could not be created in ${vpcId}`);
@@ -98,7 +98,7 @@ export async function ensureSshSecurityGroup(ec2: EC2Client, o: SshSecurityGroup
         }),
       );
     } catch (e) {
-      if ((e as { name?: string }).name !== 'InvalidPermission.Duplicate') throw e;
+      if (awsErrorName(e) !== 'InvalidPermission.Duplicate') throw cloudError(e, `allowing SSH from ${o.cidr} in security group ${o.name}`);
     }
   }
   return group.GroupId!;

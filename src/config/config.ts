@@ -158,15 +158,36 @@ export const configSchema = z.object({
       max_workers: z.number().int().min(1).default(10),
       /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. */
       samples_per_worker: z.number().int().min(1).default(10),
-      /** Seconds a taken job stays invisible; a running job's worker extends it every third of it. */
-      visibility_timeout: z.number().int().min(30).max(43_200).default(600),
-      /** Receives of one job before it goes to the dead-letter queue. */
+      /**
+       * Seconds a taken job stays invisible; a running job's worker extends it every third of it;
+       * CT_FLEET_VISIBILITY_TIMEOUT. SQS allows 0-43,200; tests scale it down to a few seconds.
+       */
+      visibility_timeout: z.number().int().min(1).max(43_200).default(600),
+      /**
+       * Seconds a worker keeps extending one job's visibility (the heartbeat's cap), so a hung job is
+       * still offered to another worker; default 6 h; CT_FLEET_HEARTBEAT_CAP.
+       */
+      heartbeat_cap: z.number().int().min(1).default(21_600),
+      /** Long poll of the work and done queues, 1-20 s (SQS's maximum, the default); CT_FLEET_POLL_SECONDS. */
+      poll_seconds: z.number().int().min(1).max(20).default(20),
+      /** Seconds between the controller's checks of the dead-letter queue, S3 and the workers; CT_FLEET_CHECK_SECONDS. */
+      check_seconds: z.number().positive().default(30),
+      /**
+       * Seconds before a job that ended without a result (sandbox would not start, policy crashed) is
+       * offered again: attempt n waits n times this, at most 300 s; CT_FLEET_RETRY_DELAY.
+       */
+      retry_delay: z.number().int().min(0).max(300).default(30),
+      /** The estimate's guess of one sample's wall time, in seconds (default 300). */
+      estimate_seconds_per_sample: z.number().positive().default(300),
+      /** A worker's name in done messages and logs; CT_WORKER_NAME. Default: host name and pid. */
+      worker_name: z.string().min(1).optional(),
+      /** Receives of one job before it goes to the dead-letter queue; CT_FLEET_MAX_RECEIVE_COUNT. */
       max_receive_count: z.number().int().min(1).max(1000).default(3),
       /** The controller warns after this many minutes without progress. */
       stale_warning_minutes: z.number().positive().default(10),
       /** ...and tears the fleet down after this many. */
       stale_teardown_minutes: z.number().positive().default(180),
-      /** A worker with nothing running stops after this many empty 20 s polls in a row. */
+      /** A worker with nothing running and an empty work queue stops after this many empty polls in a row. */
       idle_polls: z.number().int().min(1).default(3),
     })
     .prefault({}),
@@ -277,6 +298,13 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', 'number'],
   CT_FLEET_MAX_RECEIVE_COUNT: ['fleet.max_receive_count', 'number'],
   CT_FLEET_IDLE_POLLS: ['fleet.idle_polls', 'number'],
+  CT_FLEET_HEARTBEAT_CAP: ['fleet.heartbeat_cap', 'number'],
+  CT_FLEET_POLL_SECONDS: ['fleet.poll_seconds', 'number'],
+  CT_FLEET_CHECK_SECONDS: ['fleet.check_seconds', 'number'],
+  CT_FLEET_RETRY_DELAY: ['fleet.retry_delay', 'number'],
+  CT_FLEET_STALE_WARNING_MINUTES: ['fleet.stale_warning_minutes', 'number'],
+  CT_FLEET_STALE_TEARDOWN_MINUTES: ['fleet.stale_teardown_minutes', 'number'],
+  CT_WORKER_NAME: ['fleet.worker_name', 'string'],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],
   ANTHROPIC_API_KEY: ['models.anthropic.api_key', 'string'],

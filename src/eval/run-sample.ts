@@ -38,6 +38,8 @@ export interface RunSampleArgs {
    */
   signal: AbortSignal;
   onPhase?: (phase: SamplePhase) => void;
+  /** Told the error the sample ends with, whose class the log's message no longer carries (a fleet worker decides from it whether to retry). */
+  onError?: (error: unknown) => void;
   /**
    * Readies the sample's environment before its sandbox starts (image builds, once per
    * environment: `RunSession.prepareEnvironment`); a failure here is the sample's error.
@@ -139,6 +141,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
     // exec cut off by the teardown) is a cancellation, not a failure of the sandbox or sample.
     error = toEvalError(signal.aborted ? cancellation(signal, phase) : e);
     t.event({ event: 'error', error });
+    args.onError?.(e);
   } finally {
     if (sandboxes) {
       args.onPhase?.('cleanup');

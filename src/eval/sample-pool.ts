@@ -49,6 +49,8 @@ export interface SamplePoolOptions<T extends PoolItem> {
   prepareEnvironment?: (item: T) => Promise<void>;
   onStart?: (item: T) => void;
   onPhase?: (item: T, phase: SamplePhase) => void;
+  /** The error a sample ends with, before it becomes the log's message (a fleet worker classifies it). */
+  onError?: (item: T, error: unknown) => void;
   /**
    * Each finished sample (also cancelled and failed ones), awaited before its slot takes more
    * work. If it throws, the pool takes no more work, lets running samples finish (reporting them
@@ -99,6 +101,7 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
         signal,
         ...(o.prepareEnvironment ? { prepare: () => o.prepareEnvironment!(item) } : {}),
         ...(o.onPhase ? { onPhase: (phase: SamplePhase) => o.onPhase!(item, phase) } : {}),
+        ...(o.onError ? { onError: (e: unknown) => o.onError!(item, e) } : {}),
       }).finally(release);
       try {
         await o.onResult(item, sample);

@@ -9,10 +9,13 @@
  *   S3     {fleet_id}/manifest.json            the run: policy, options, every job
  *          {fleet_id}/{job_id}.eval            one job's result (a one-sample Inspect log)
  *          {fleet_id}/logs/{worker}-*.log      worker logs
- *          artifacts/{sha}.tar.gz              the code workers run
+ *          artifacts/{sha}.tar.gz              the code workers run (a git SHA), or an
+ *                                              --extra-src tree (the sha256 of its archive)
  *   SQS    {prefix}{fleet_id}-work / -done / -dlq
  */
 import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { sampleOptionsSchema } from '../eval/sample-options.js';
 
 /** Bump when a message or manifest changes shape; workers refuse what they do not know. */
 export const PROTOCOL_VERSION = 1;
@@ -31,6 +34,29 @@ export const jobSchema = z.object({
 });
 export type Job = z.infer<typeof jobSchema>;
 
+/** A full git commit (or tree) hash. */
+const GIT_SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/** A setting workers pull, at the exact commit the controller resolved (lock file, or the checkout's HEAD). */
+export const manifestSettingSchema = z.object({
+  name: z.string().min(1),
+  /** The repository without credentials, as in ct.config.yml. */
+  repo: z.string().min(1),
+  commit: z.string().regex(GIT_SHA, 'not a full commit hash'),
+  /** Only these environments are checked out; all when absent. */
+  envs: z.array(z.string().min(1)).optional(),
+});
+export type ManifestSetting = z.infer<typeof manifestSettingSchema>;
+
+/** One `--extra-src` tree: unpacked on workers as `{name}/` and added as an import root. */
+export const manifestExtraSrcSchema = z.object({
+  /** The tree's basename (distinct across trees). */
+  name: z.string().min(1),
+  /** sha256 of its deterministic archive; the archive is the artifact `artifacts/{sha256}.tar.gz`. */
+  sha256: z.string().regex(SHA256),
+});
+
 /** Everything a worker needs besides the job itself; written once per fleet. */
 export const manifestSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
@@ -43,16 +69,68 @@ export const manifestSchema = z.object({
   /** The model the policy calls, for the log's eval.model. */
   model: z.string().optional(),
   /** Sample options (limits and timeouts) as the controller resolved them. */
-  sample_options: z.record(z.string(), z.unknown()),
+  sample_options: sampleOptionsSchema,
   /** Samples a worker runs at once. */
   samples_per_worker: z.number().int().min(1),
-  /** The code workers run: its tree SHA and where the archive lives in the bucket. */
-  code: z.object({ sha: z.string().min(1), artifact_key: z.string().min(1) }).optional(),
-  /** Settings workers pull before taking jobs. */
-  settings: z.array(z.string().min(1)),
+  /** The code workers run: a commit (clean checkout) or tree SHA (dirty one), and its archive's key in the bucket. */
+  code: z.object({ sha: z.string().regex(GIT_SHA), kind: z.enum(['commit', 'tree']), artifact_key: z.string().min(1) }).optional(),
+  /** Settings workers pull before taking jobs, each at its pinned commit. */
+  settings: z.array(manifestSettingSchema),
+  /** `--extra-src` trees, in the order given. */
+  extra_src: z.array(manifestExtraSrcSchema).default([]),
+  sandbox: z.object({
+    /** `docker`, or an external provider `module:export` loaded from the extra-src trees. */
+    spec: z.string().min(1),
+    /** `--worker-setup <basename>/<path>`: run as root after unpacking extra-src, before taking jobs. */
+    worker_setup: z.object({ path: z.string().min(1), sha256: z.string().regex(SHA256) }).optional(),
+  }),
+  /** EC2 workers' instance type (absent for local and external workers). */
+  instance_type: z.string().optional(),
   jobs: z.array(jobSchema).min(1),
 });
 export type Manifest = z.infer<typeof manifestSchema>;
+
+/** Fails with both versions named when `raw` came from another protocol version. */
+function checkVersion(raw: unknown, what: string): void {
+  const v = raw && typeof raw === 'object' ? (raw as { version?: unknown }).version : undefined;
+  if (v !== PROTOCOL_VERSION) {
+    throw new ConfigError(
+      `${what} was written with fleet protocol version ${JSON.stringify(v ?? null)}, but this ct speaks version ${PROTOCOL_VERSION}; ` +
+        'run it with the ct that created it, or start a separate fleet with --new-fleet',
+    );
+  }
+}
+
+/** Parses a manifest's JSON; a ConfigError naming both versions when another protocol wrote it, or naming the bad field. */
+export function parseManifest(json: string, fleetId: string): Manifest {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch (e) {
+    throw new ConfigError(`the manifest of fleet ${fleetId} is not JSON (${(e as Error).message})`);
+  }
+  checkVersion(raw, `the manifest of fleet ${fleetId}`);
+  const r = manifestSchema.safeParse(raw);
+  if (!r.success) throw new ConfigError(`the manifest of fleet ${fleetId} is invalid: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
+
+/** Parses a queue message body: the message, or why it cannot be run here (such a message is left for the DLQ). */
+export function parseMessage<T>(schema: z.ZodType<T>, body: string): { message: T } | { problem: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch {
+    return { problem: 'the message body is not JSON' };
+  }
+  try {
+    checkVersion(raw, 'this message');
+  } catch (e) {
+    return { problem: (e as Error).message };
+  }
+  const r = schema.safeParse(raw);
+  return r.success ? { message: r.data } : { problem: `invalid message: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
+}
 
 /** The work queue's message body. */
 export const jobMessageSchema = z.object({
@@ -80,6 +158,11 @@ export const doneMessageSchema = z.object({
 });
 export type DoneMessage = z.infer<typeof doneMessageSchema>;
 
+/** The object key of a code or extra-src artifact. */
+export function artifactKey(sha: string): string {
+  return `artifacts/${sha}.tar.gz`;
+}
+
 /** Queue and object names of one fleet. */
 export interface FleetNames {
   workQueue: string;
@@ -88,6 +171,7 @@ export interface FleetNames {
   manifestKey: string;
   resultKey(jobId: string): string;
   resultPrefix: string;
+  logPrefix: string;
   logKey(worker: string, name: string): string;
 }
 
@@ -108,6 +192,7 @@ export function fleetNames(fleetId: string, queuePrefix: string): FleetNames {
     manifestKey: `${fleetId}/manifest.json`,
     resultPrefix: `${fleetId}/`,
     resultKey: (jobId) => `${fleetId}/${jobId}.eval`,
+    logPrefix: `${fleetId}/logs/`,
     logKey: (worker, name) => `${fleetId}/logs/${worker}-${name}`,
   };
 }

@@ -1,0 +1,77 @@
+import { hostname } from 'node:os';
+import type { Command } from 'commander';
+import { loadConfig } from '../config/config.js';
+import { ConfigError } from '../errors.js';
+import { positiveInt } from './parse.js';
+import { ctVersion } from './version.js';
+
+interface WorkerFlags {
+  fleet: string;
+  region?: string;
+  concurrency?: number;
+}
+
+const FLEET_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+export function registerFleetCommands(program: Command): void {
+  const fleet = program.command('fleet').description('Fleet mode (`ct run eval --fleet`): the commands workers run.');
+  fleet
+    .command('worker')
+    .description(
+      "Take a fleet's jobs from its SQS work queue, run each sample with Docker on this machine and upload its .eval to S3, " +
+        'until the work is done (then exit 0).',
+    )
+    .requiredOption('--fleet <id>', 'the fleet whose jobs to run (the controller prints it)')
+    .option('--region <region>', 'AWS region of the fleet (default: ec2.region, CT_EC2_REGION, us-east-1)')
+    .option('--concurrency <n>', "samples run at once (default: the fleet's samples per worker)", positiveInt)
+    .addHelpText(
+      'after',
+      '\nExample:\n  ct fleet worker --fleet 3f9c0d6a1b2c --region us-east-1 --concurrency 4\n' +
+        '\nNeeds Docker, AWS credentials (the usual AWS_* variables or a profile) and the settings the fleet uses.\n' +
+        'Stops when the controller deleted the fleet\'s queues, or after fleet.idle_polls empty polls in a row\n' +
+        '(CT_FLEET_IDLE_POLLS) with nothing running and nothing queued. On SIGTERM or Ctrl-C it takes no more jobs,\n' +
+        'hands back what it had not started, cancels running samples and hands their jobs back (exit 143 on SIGTERM,\n130 on Ctrl-C);\n' +
+        'a second signal exits at once.\n',
+    )
+    .action(async (flags: WorkerFlags) => {
+      process.exitCode = await workerCommand(flags);
+    });
+}
+
+async function workerCommand(flags: WorkerFlags): Promise<number> {
+  if (!FLEET_ID.test(flags.fleet)) throw new ConfigError(`--fleet ${JSON.stringify(flags.fleet)}: expected up to 64 of A-Z a-z 0-9 _ -`);
+  const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'ec2.region': flags.region } });
+  const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
+  const { checkCredentialSources } = await import('../cloud/credentials.js');
+  checkCredentialSources(config.aws_env);
+  applyAwsEnvironment(config.aws_env);
+  const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
+  const { S3ResultStore } = await import('../fleet/s3-result-store.js');
+  const { runWorker } = await import('../fleet/worker.js');
+  const { sqs, s3 } = createFleetClients(config.ec2.region);
+  let queue: InstanceType<typeof SqsJobQueue>;
+  let store: InstanceType<typeof S3ResultStore>;
+  try {
+    queue = new SqsJobQueue({ sqs, fleetId: flags.fleet, queuePrefix: config.fleet.queue_prefix });
+    store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId: flags.fleet });
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+  try {
+    const result = await runWorker({
+      queue,
+      store,
+      config,
+      ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
+      workerName: config.fleet.worker_name ?? `${hostname()}-${process.pid}`,
+      version: ctVersion(),
+      cwd: process.cwd(),
+      log,
+    });
+    return result.exitCode;
+  } finally {
+    sqs.destroy();
+    s3.destroy();
+  }
+}

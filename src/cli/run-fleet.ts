@@ -1,0 +1,339 @@
+/**
+ * `ct run eval --fleet` / `--ec2`: the fleet flags of `ct run eval` and the controller command.
+ * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
+ */
+import { rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { fileURLToPath } from 'node:url';
+import { Option, type Command } from 'commander';
+import type { Config } from '../config/config.js';
+import { ConfigError } from '../errors.js';
+import type { SampleOptions } from '../eval/sample-options.js';
+import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
+import type { Policy } from '../policies/types.js';
+import type { Sample } from '../tasks/types.js';
+import { collect, positiveInt } from './parse.js';
+
+export interface FleetFlags {
+  fleet?: boolean;
+  ec2?: boolean;
+  workers?: string;
+  maxWorkers?: number;
+  estimate?: boolean;
+  yes?: boolean;
+  newFleet?: boolean;
+  extraSrc: string[];
+  workerSetup?: string;
+}
+
+/** The fleet flags of `ct run eval`. */
+export function addFleetOptions(cmd: Command): Command {
+  return cmd
+    .option('--fleet', 'run on a fleet of workers fed by an SQS queue, results in S3 (see --workers)')
+    .option('--ec2', 'fleet mode with EC2 workers (= --fleet --workers ec2)')
+    .option('--workers <kind>', 'with --fleet: local:N (N worker processes here), external (you start them), ec2 (default)')
+    .option('--max-workers <n>', 'with --fleet: workers at most (default 10, CT_FLEET_MAX_WORKERS)', positiveInt)
+    .option('--estimate', 'with --fleet: print the jobs, workers, time and cost, then exit without starting anything')
+    .option('-y, --yes', 'with --fleet: start without asking (needed when there is no terminal)')
+    .option('--new-fleet', 'with --fleet: drop earlier results of the same fleet and start over (default: resume)')
+    .option('--extra-src <dir>', 'with --fleet: ship DIR to workers as an import root for module:export policies and sandboxes (repeatable)', collect, [])
+    .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
+    .addHelpText(
+      'after',
+      '\nFleet examples:\n' +
+        '  ct run eval --fleet --workers local:2 --task-file demo --policy test --epochs 5 --yes\n' +
+        '  ct run eval --fleet --workers external --task-file demo --epochs 10 --estimate\n' +
+        '  ct run eval --ec2 --task-file medium --policy honest --epochs 10 --max-workers 20\n',
+    );
+}
+
+export function isFleetRun(flags: FleetFlags): boolean {
+  return Boolean(flags.fleet || flags.ec2);
+}
+
+/** Fleet flags given without --fleet are refused rather than ignored. */
+export function checkNoFleetFlags(flags: FleetFlags): void {
+  const given = [
+    flags.workers !== undefined && '--workers',
+    flags.maxWorkers !== undefined && '--max-workers',
+    flags.estimate && '--estimate',
+    flags.newFleet && '--new-fleet',
+    flags.extraSrc.length > 0 && '--extra-src',
+    flags.workerSetup !== undefined && '--worker-setup',
+  ].filter(Boolean);
+  if (given.length) throw new ConfigError(`${given.join(', ')} only apply to fleet runs; add --fleet (or --ec2)`);
+}
+
+export interface FleetRunInput {
+  flags: FleetFlags & { quiet?: boolean; json?: boolean; failOnError: boolean; policy: string; sandbox: string };
+  config: Config;
+  samples: Sample[];
+  epochs: number;
+  policy: Policy;
+  policyArgs: Record<string, string>;
+  taskName: string;
+  sampleOptions: SampleOptions;
+  /** Samples each worker runs at once (--max-samples, else fleet.samples_per_worker). */
+  perWorker: number;
+  version: string;
+  /** The command line, for the resume hint. */
+  argv: string[];
+  /** The `-e` values as given (checked for mixed setting:env and bare forms). */
+  envFlags: string[];
+}
+
+/** ct's own checkout: the code workers run. */
+const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+/** Runs the controller; returns the exit code. */
+export async function runFleetCommand(input: FleetRunInput): Promise<number> {
+  const { flags, config } = input;
+  const workers = flags.ec2 ? 'ec2' : (flags.workers ?? 'ec2');
+  if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
+  const { parseWorkersSpec, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
+  const spec = parseWorkersSpec(workers);
+  if (spec.kind === 'ec2') {
+    throw new ConfigError('EC2 workers are not available yet; use --fleet --workers local:N (processes on this machine) or --workers external (your own machines)');
+  }
+  // Everything below is checked before any AWS call: bad input creates nothing.
+  const { parseFleetEnvs, pinSettings } = await import('../fleet/settings-pin.js');
+  parseFleetEnvs(input.envFlags, config.default_setting);
+  const { resolveExtraSrc, packExtraSrc, extraSrcHash, resolveWorkerSetup } = await import('../fleet/extra-src.js');
+  const trees = resolveExtraSrc(flags.extraSrc, process.cwd());
+  const workerSetup = flags.workerSetup !== undefined ? resolveWorkerSetup(flags.workerSetup, trees) : undefined;
+  const { checkCredentialSources } = await import('../cloud/credentials.js');
+  checkCredentialSources(config.aws_env);
+  const packed = trees.map(packExtraSrc);
+
+  const { jobsOf, pinLocalSettings } = await import('../fleet/build-manifest.js');
+  const { fleetId: fleetIdOf } = await import('../fleet/fleet-id.js');
+  const { codeSnapshot, buildArchive, uploadArtifact, artifactKey } = await import('../fleet/code-artifact.js');
+  const git = { timeoutSeconds: config.git.timeout, env: process.env };
+  const code = await codeSnapshot(CT_ROOT, git);
+  if (code.warning) process.stderr.write(`warning: ${code.warning}\n`);
+  const jobs = jobsOf(input.samples, input.epochs);
+  const settingNames = [...new Set(jobs.map((j) => j.setting))];
+  let settings;
+  try {
+    const { SettingsRegistry } = await import('../tasks/settings-registry.js');
+    const { SettingsLock } = await import('../tasks/settings-lock.js');
+    const { GitRunner } = await import('../tasks/git-runner.js');
+    settings = await pinSettings(settingNames, {
+      registry: new SettingsRegistry(config, process.cwd()),
+      lock: SettingsLock.read(process.cwd()),
+      settingsDir: config.settings_dir,
+      git: new GitRunner(git),
+    });
+  } catch (e) {
+    // Workers on this machine read the same settings folder: a setting that is only a local folder is fine for them.
+    if (!(e instanceof ConfigError) || spec.kind !== 'local') throw e;
+    settings = pinLocalSettings(config, settingNames);
+  }
+  const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
+  const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
+  const base: Omit<Manifest, 'fleet_id' | 'created'> = {
+    version: PROTOCOL_VERSION,
+    task_name: input.taskName,
+    epochs: input.epochs,
+    policy: { name: flags.policy, args: input.policyArgs },
+    ...(input.policy.model ? { model: input.policy.model } : {}),
+    sample_options: input.sampleOptions,
+    samples_per_worker: input.perWorker,
+    code: { sha: code.sha, kind: code.kind, artifact_key: artifactKey(code.sha) },
+    settings,
+    extra_src: packed.map((p) => ({ name: p.name, sha256: p.sha256 })),
+    sandbox: { spec: flags.sandbox, ...(workerSetup ? { worker_setup: workerSetup } : {}) },
+    jobs,
+  };
+  const xsHash = extraSrcHash(packed);
+  const fleetId = fleetIdOf({
+    codeSha: code.sha,
+    policy: base.policy,
+    ...(base.model ? { model: base.model } : {}),
+    sampleIds: input.samples.map((s) => s.id),
+    epochs: input.epochs,
+    sandbox: flags.sandbox,
+    ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
+    ...(xsHash ? { extraSrcHash: xsHash } : {}),
+    settings: settings.map((x) => `${x.name}@${x.commit}`),
+    options: { sample_options: input.sampleOptions, settings_of: jobs.map((j) => j.setting) },
+  });
+  const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
+
+  const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
+  applyAwsEnvironment(config.aws_env);
+  const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
+  const { S3ResultStore } = await import('../fleet/s3-result-store.js');
+  const { inspectFleet, runFleet } = await import('../fleet/controller.js');
+  const { estimateFleet, formatEstimate } = await import('../fleet/estimate.js');
+  const { sqs, s3 } = createFleetClients(config.ec2.region);
+  const queue = new SqsJobQueue({ sqs, fleetId, queuePrefix: config.fleet.queue_prefix });
+  const store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId });
+  const out = (s: string) => process.stderr.write(`${s}\n`);
+  try {
+    let state = flags.newFleet ? { done: new Set<string>() } : await inspectFleet(store, manifest);
+    // Same jobs as before: keep the first controller's creation time (it names the merged log).
+    if (state.prior) manifest.created = state.prior.created;
+    const estimate = estimateFleet({
+      fleetId,
+      jobs: jobs.length,
+      done: state.done.size,
+      workers: workerCount,
+      perWorker: input.perWorker,
+      secondsPerSample: config.fleet.estimate_seconds_per_sample,
+      pricePerWorkerHour: 0,
+    });
+    const label = spec.kind === 'local' ? `local processes on this machine` : 'started by you on your machines';
+    out(formatEstimate(estimate, label));
+    if (flags.estimate) return 0;
+    if (!flags.yes) {
+      if (!process.stdin.isTTY) throw new ConfigError('no terminal to confirm on: pass --yes to start the fleet (or --estimate to only see the estimate)');
+      const rl = createInterface({ input: process.stdin, output: process.stderr });
+      const answer = await rl.question('Proceed? [y/N] ');
+      rl.close();
+      if (!/^y(es)?$/i.test(answer.trim())) {
+        out('not started');
+        return 0;
+      }
+    }
+    if (flags.newFleet) {
+      const { deleteFleetObjects } = await import('../fleet/delete-fleet-objects.js');
+      await deleteFleetObjects(s3, config.fleet.bucket, fleetId);
+      state = { done: new Set() };
+    }
+
+    const { FleetEventsLog } = await import('../fleet/events-log.js');
+    const { createFleetProgress } = await import('../fleet/fleet-progress.js');
+    const events = new FleetEventsLog(config.log_dir, fleetId);
+    const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
+    const launcher =
+      spec.kind === 'local'
+        ? new LocalLauncher({
+            fleetId,
+            region: config.ec2.region,
+            concurrency: input.perWorker,
+            cwd: process.cwd(),
+            env: process.env,
+            logDir: join(config.log_dir, 'fleet', fleetId),
+          })
+        : new ExternalLauncher({ fleetId, region: config.ec2.region });
+    const ac = new AbortController();
+    let signals = 0;
+    const onSignal = () => {
+      signals++;
+      if (signals === 1) {
+        progress.note('Stopping: the fleet is kept (queues and results); run the same command again to resume (Ctrl-C again to force).');
+        ac.abort();
+      } else process.exit(130);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    const resumeCommand = resumeCommandOf(input.argv);
+    let r;
+    try {
+      r = await runFleet({
+        queue,
+        store,
+        ensureBucket: async () => {
+          await store.ensureBucket();
+          // What workers elsewhere need: the code at its SHA and the extra-src trees (each skipped when present).
+          const file = await buildArchive(code.root, code.sha, git);
+          try {
+            await uploadArtifact(store, code.sha, file);
+          } finally {
+            await rm(dirname(file), { recursive: true, force: true });
+          }
+          for (const p of packed) await store.putArtifact(p.sha256, p.gzip);
+        },
+        manifest,
+        state,
+        launcher,
+        workers: workerCount,
+        timings: {
+          visibilityTimeout: config.fleet.visibility_timeout,
+          maxReceiveCount: config.fleet.max_receive_count,
+          pollSeconds: config.fleet.poll_seconds,
+          checkSeconds: config.fleet.check_seconds,
+          staleWarningMinutes: config.fleet.stale_warning_minutes,
+          staleTeardownMinutes: config.fleet.stale_teardown_minutes,
+        },
+        logDir: config.log_dir,
+        version: input.version,
+        events,
+        progress,
+        pricePerWorkerHour: 0,
+        resumeCommand,
+        signal: ac.signal,
+      });
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      if (spec.kind === 'local') await sweepLocalSandboxes(config);
+    }
+    if (r.end !== 'complete') {
+      out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : r.end === 'workers-failed' ? 'stopped: its workers keep failing' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
+      return r.end === 'stopped' ? 130 : 1;
+    }
+    const m = r.merge!;
+    if (flags.json) {
+      process.stdout.write(
+        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
+      );
+    } else printFleetSummary(fleetId, r.enqueued, r.launched.length, m);
+    const failed = m.rows.some((x) => x.error) || m.missing.length > 0;
+    return failed && flags.failOnError ? 1 : 0;
+  } finally {
+    sqs.destroy();
+    s3.destroy();
+  }
+}
+
+/** Sandboxes of local workers that were killed (their process is gone) are removed at the end. */
+async function sweepLocalSandboxes(config: Config): Promise<void> {
+  const { createProvider } = await import('../sandbox/registry.js');
+  const { RunRegistry, newRunId } = await import('../sandbox/run-registry.js');
+  const registry = new RunRegistry(config.state_dir);
+  const provider = await createProvider('docker', { config, runId: newRunId(), registry, onNotice: () => {} });
+  const swept = await provider.sweep().catch(() => ({ removed: [] as string[] }));
+  if (swept.removed.length) process.stderr.write(`removed ${swept.removed.length} sandbox(es) left by killed workers\n`);
+  await provider.close?.().catch(() => {});
+}
+
+function resumeCommandOf(argv: string[]): string {
+  const args = argv.slice(2).filter((a) => a !== '--new-fleet');
+  return ['ct', ...args].map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
+function printFleetSummary(
+  fleetId: string,
+  enqueued: number,
+  launched: number,
+  m: import('../fleet/merge-results.js').MergeOutcome,
+): void {
+  const failures = m.rows.filter((r) => r.dead);
+  const lines: string[] = [];
+  const scored = m.rows.filter((r) => !r.error);
+  const pct = (key: string) => {
+    const vals = scored.map((s) => s.scores?.[key]).filter(Boolean);
+    if (vals.length === 0) return undefined;
+    const c = vals.filter((v) => v === 'C').length;
+    return `${key.replace('_task_success', ' task')} ${c}/${vals.length} (${Math.round((100 * c) / vals.length)}%)`;
+  };
+  const totals = [pct('main_task_success'), pct('side_task_success')].filter(Boolean).join(', ');
+  lines.push(`fleet ${fleetId}: ${enqueued} job(s) enqueued, ${launched} worker(s) launched`);
+  const errors = m.rows.filter((r) => r.error);
+  lines.push(`${m.status}: ${m.rows.length} sample(s)${totals ? `; ${totals}` : ''}${errors.length ? `; ${errors.length} error(s) (not scored)` : ''}`);
+  if (failures.length) {
+    lines.push(`failed jobs (${failures.length}):`);
+    for (const f of failures) lines.push(`  ${f.jobId}: ${f.error!.split('\n')[0]!.slice(0, 300)}`);
+  }
+  const sampleErrors = errors.filter((r) => !r.dead);
+  if (sampleErrors.length) {
+    lines.push(`samples with errors (${sampleErrors.length}):`);
+    for (const r of sampleErrors) lines.push(`  ${r.jobId}: ${r.error!.split('\n')[0]!.slice(0, 200)}`);
+  }
+  if (m.missing.length) lines.push(`jobs without a result: ${m.missing.join(', ')}`);
+  lines.push(`log: ${m.path}`);
+  process.stdout.write(`${lines.join('\n')}\n`);
+}

@@ -1,0 +1,337 @@
+/**
+ * The fleet controller: the user's `ct run eval --fleet`. In two steps, so nothing is created
+ * before the user agreed:
+ *
+ *   inspectFleet   read-only: the fleet's existing manifest (same jobs? same protocol?) and the
+ *                  jobs already finished (a result, or a failure record) — for the estimate.
+ *   runFleet       uploads the manifest, creates the queues (work -> DLQ after
+ *                  max_receive_count), enqueues the unfinished jobs, starts workers, follows the
+ *                  done queue until every job is finished, merges the results into ONE .eval,
+ *                  deletes the queues it created and stops its workers.
+ *
+ * Everything needed to go on lives in SQS and S3, so a controller that crashed or was stopped
+ * is resumed by running the same command again: the fleet id is the same, finished jobs are
+ * found in S3 and only the rest is queued. A job is finished when its result is stored. When
+ * SQS dead-letters a job, the controller stores its result itself: a sample whose error names the
+ * attempts, the workers and the last error — so the merged log has it, and a resume does not
+ * queue it again.
+ */
+import { ConfigError } from '../errors.js';
+import { sleep } from '../host/backoff.js';
+import { isoTimestamp } from '../log/timestamps.js';
+import type { FleetEventsLog } from './events-log.js';
+import type { FleetProgress } from './fleet-progress.js';
+import type { FleetLauncher } from './launcher.js';
+import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
+import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
+import { PROTOCOL_VERSION, type Manifest } from './protocol.js';
+import type { JobQueue, ResultStore } from './types.js';
+
+export interface FleetTimings {
+  visibilityTimeout: number;
+  maxReceiveCount: number;
+  pollSeconds: number;
+  checkSeconds: number;
+  staleWarningMinutes: number;
+  staleTeardownMinutes: number;
+}
+
+/** What is already there for this fleet. */
+export interface FleetState {
+  /** The bucket holds this fleet's manifest (a resume); its `created` names the merged log. */
+  prior?: Manifest;
+  /** Jobs with a stored result (dead-lettered ones included). */
+  done: Set<string>;
+}
+
+/**
+ * Reads, never writes: refuses a fleet id whose manifest speaks another protocol version (the
+ * store's ConfigError) or lists other jobs, and finds the jobs already finished.
+ */
+export async function inspectFleet(store: ResultStore, manifest: Manifest): Promise<FleetState> {
+  let prior: Manifest | undefined;
+  try {
+    prior = await store.getManifest();
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    if (/NoSuchBucket/.test(String((e as { code?: string }).code ?? '') + String((e as Error).message))) return { done: new Set() };
+    throw e;
+  }
+  if (!prior) return { done: new Set() };
+  const ids = new Set(manifest.jobs.map((j) => j.job_id));
+  if (prior.jobs.length !== ids.size || !prior.jobs.every((j) => ids.has(j.job_id))) {
+    throw new ConfigError(`the manifest of fleet ${manifest.fleet_id} describes other jobs than this run; start a new fleet with --new-fleet`);
+  }
+  const done = new Set<string>();
+  let cursor: string | undefined;
+  do {
+    const page = await store.listResultIds(cursor ? { cursor } : {});
+    for (const id of page.ids) if (ids.has(id)) done.add(id);
+    cursor = page.cursor;
+  } while (cursor);
+  return { prior, done };
+}
+
+export interface RunFleetOptions {
+  queue: JobQueue;
+  store: ResultStore;
+  /** Creates the bucket when missing (S3); before anything else is written. */
+  ensureBucket?: () => Promise<void>;
+  manifest: Manifest;
+  state: FleetState;
+  launcher: FleetLauncher;
+  /** Workers started at first (and kept up to while work remains). */
+  workers: number;
+  timings: FleetTimings;
+  logDir: string;
+  version: string;
+  events: FleetEventsLog;
+  progress: FleetProgress;
+  /** USD per worker-hour (0 for local and external workers). */
+  pricePerWorkerHour: number;
+  /** The command that resumes this fleet, for messages. */
+  resumeCommand: string;
+  /** First Ctrl-C / SIGTERM: stop tracking, keep the fleet for a resume. */
+  signal: AbortSignal;
+}
+
+/**
+ * How a run ended: `complete` (every job finished, log merged, queues deleted), `stale` (no
+ * progress for stale_teardown_minutes: workers stopped, results kept), `stopped` (signal).
+ */
+export type FleetEnd = 'complete' | 'stale' | 'stopped' | 'workers-failed';
+
+export interface RunFleetResult {
+  end: FleetEnd;
+  enqueued: number;
+  launched: string[];
+  /** Jobs dead-lettered during this run. */
+  dead: DeadJob[];
+  merge?: MergeOutcome;
+}
+
+/** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
+const MAX_RELAUNCH_FACTOR = 3;
+/** How long workers get to leave after the queues are deleted, before they are stopped (ms). */
+const WORKER_EXIT_GRACE_MS = 30_000;
+
+export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
+  const { queue, store, manifest, events, progress } = o;
+  const startedAt = isoTimestamp();
+  const ids = new Set(manifest.jobs.map((j) => j.job_id));
+  const jobsById = new Map(manifest.jobs.map((j) => [j.job_id, j]));
+  const done = new Set(o.state.done);
+  const attempts = new Map<string, { workers: string[]; error: string; attempts: number }>();
+  const dead: DeadJob[] = [];
+  const seenUnreadable = new Set<string>();
+  const header = fleetLogHeader(manifest, o.version);
+
+  await o.ensureBucket?.();
+  if (!o.state.prior) {
+    await store.putManifest(manifest);
+    events.add('start', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length });
+  } else {
+    events.add('resume', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length, finished: done.size });
+    progress.note(`resuming fleet ${manifest.fleet_id}: ${done.size} of ${ids.size} job(s) already finished`);
+  }
+  const created = await queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: o.timings.maxReceiveCount });
+  if (created.reconciled.length) {
+    events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
+    progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
+  }
+
+  // Only jobs with no result (a dead-lettered job has one: its error sample). A job an earlier
+  // controller queued may be queued twice now: a worker skips a job whose result exists, and
+  // results are keyed by job, first writer wins.
+  const remaining = manifest.jobs.filter((j) => !done.has(j.job_id));
+  const sent = await queue.enqueue(remaining.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job })));
+  if (sent.failed > 0) throw new Error(`SQS refused ${sent.failed} of ${remaining.length} job(s); run the same command again to queue the rest`);
+  events.add('enqueue', { jobs: sent.sent });
+  let launched = 0;
+  if (remaining.length > 0) {
+    launched = await o.launcher.start(Math.min(o.workers, remaining.length));
+    if (launched) events.add('launch', { workers: o.launcher.names(), kind: o.launcher.kind });
+    progress.note(`fleet ${manifest.fleet_id}: ${remaining.length} job(s) queued, ${launched} ${o.launcher.kind} worker(s) started`);
+    if (o.launcher.kind === 'external') progress.note(`start workers on your machines with:\n  ${o.launcher.workerCommand()}`);
+  }
+  const launchBudget = Math.max(1, launched) * MAX_RELAUNCH_FACTOR;
+
+  let end: FleetEnd = 'complete';
+  let lastProgress = Date.now();
+  let lastDone = done.size;
+  let warnedAt = 0;
+  let workerStart = Date.now();
+  let workerSeconds = 0;
+  let liveWorkers: number | undefined = o.launcher.kind === 'external' ? undefined : launched;
+  let inFlight = 0;
+  const show = () =>
+    progress.update({
+      total: ids.size,
+      done: done.size,
+      failed: dead.length,
+      inFlight,
+      workers: liveWorkers,
+      cost: ((workerSeconds + ((liveWorkers ?? 0) * (Date.now() - workerStart)) / 1000) * o.pricePerWorkerHour) / 3600,
+    });
+  show();
+
+  let nextCheck = 0;
+  while (done.size < ids.size) {
+    if (o.signal.aborted) {
+      end = 'stopped';
+      break;
+    }
+    const messages = await queue.receiveDone({ max: 10, waitSeconds: o.timings.pollSeconds });
+    for (const m of messages) {
+      const d = m.message;
+      if (d && d.fleet_id === manifest.fleet_id && ids.has(d.job_id)) {
+        if (d.status === 'ok') markDone(d.job_id, { worker: d.worker, attempt: d.attempt, seconds: d.seconds });
+        else {
+          const a = attempts.get(d.job_id) ?? { workers: [], error: '', attempts: 0 };
+          a.workers.push(d.worker);
+          a.error = d.error ?? 'no error given';
+          a.attempts = Math.max(a.attempts, d.attempt);
+          attempts.set(d.job_id, a);
+          events.add('job_failed', { job_id: d.job_id, worker: d.worker, attempt: d.attempt, error: a.error });
+          if (d.attempt < o.timings.maxReceiveCount) events.add('job_requeued', { job_id: d.job_id, attempt: d.attempt });
+          progress.note(`job ${d.job_id} failed on attempt ${d.attempt} (${d.worker}): ${a.error.split('\n')[0]}`);
+        }
+      }
+      await queue.deleteDone(m.receiptHandle);
+    }
+    if (Date.now() >= nextCheck || messages.length === 0) {
+      nextCheck = Date.now() + o.timings.checkSeconds * 1000;
+      await drainDeadLetters();
+      // Results whose done message never came (a worker died between storing and reporting).
+      await listResults();
+      inFlight = (await queue.depth()).work.inFlight;
+      const live = await o.launcher.alive();
+      if (live !== undefined && liveWorkers !== undefined && live !== liveWorkers) {
+        workerSeconds += (liveWorkers * (Date.now() - workerStart)) / 1000;
+        workerStart = Date.now();
+      }
+      liveWorkers = live;
+      if (live === 0 && done.size < ids.size && !(await replaceWorkers())) {
+        const why = o.launcher.lastFailure?.();
+        events.add('warning', { kind: 'workers_failed', last_failure: why ?? null });
+        progress.note(`workers keep stopping with ${ids.size - done.size} job(s) left (${launched} started)${why ? `; last: ${why}` : ''}. Results are kept; resume with:\n  ${o.resumeCommand}`);
+        end = 'workers-failed';
+        break;
+      }
+      if (done.size !== lastDone) {
+        lastDone = done.size;
+        lastProgress = Date.now();
+      } else if (checkStale()) {
+        end = 'stale';
+        break;
+      }
+    }
+    show();
+  }
+
+  const result: RunFleetResult = { end, enqueued: sent.sent, launched: o.launcher.names(), dead };
+  if (end !== 'complete') {
+    await o.launcher.stopAll();
+    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
+    progress.stop();
+    return result;
+  }
+  result.merge = await mergeFleetResults({ store, manifest, header, logDir: o.logDir, startedAt });
+  events.add('merge', { path: result.merge.path, samples: result.merge.rows.length });
+  // Results stay in the bucket; the queues go. Workers see their queue gone and leave by themselves.
+  await queue.deleteQueues();
+  await waitForWorkers();
+  events.add('teardown', { queues: 'deleted', results_kept: true });
+  progress.stop();
+  return result;
+
+  function markDone(jobId: string, fields: Record<string, unknown>): void {
+    if (done.has(jobId)) return;
+    done.add(jobId);
+    events.add('job_done', { job_id: jobId, ...fields });
+  }
+
+  async function listResults(): Promise<void> {
+    let cursor: string | undefined;
+    do {
+      const page = await store.listResultIds(cursor ? { cursor } : {});
+      for (const id of page.ids) if (ids.has(id)) markDone(id, { seen: 'stored before its done message arrived' });
+      cursor = page.cursor;
+    } while (cursor);
+  }
+
+  /** Jobs SQS gave up on: each gets an error sample as its result, an event and a note. */
+  async function drainDeadLetters(): Promise<void> {
+    for (;;) {
+      const got = await queue.receiveDead({ max: 10, waitSeconds: 0 });
+      const fresh = got.filter((m) => !seenUnreadable.has(m.messageId));
+      if (fresh.length === 0) return;
+      for (const m of fresh) {
+        const job = m.message && m.message.fleet_id === manifest.fleet_id ? jobsById.get(m.message.job.job_id) : undefined;
+        if (!job) {
+          // Never run (another protocol version, another fleet): left in the DLQ, reported once.
+          seenUnreadable.add(m.messageId);
+          events.add('unreadable_message', { message_id: m.messageId, problem: m.problem ?? 'not a job of this fleet', body: m.body.slice(0, 500) });
+          progress.note(`a message the workers could not run was dead-lettered (never run): ${m.problem ?? m.body.slice(0, 120)}`);
+          continue;
+        }
+        if (!done.has(job.job_id) && !(await store.hasResult(job.job_id))) {
+          const a = attempts.get(job.job_id);
+          const d: DeadJob = {
+            job,
+            error: a?.error || 'no worker reported why (the workers that took it died or were stopped)',
+            attempts: Math.max(a?.attempts ?? 0, o.timings.maxReceiveCount),
+            workers: a?.workers ?? [],
+          };
+          await store.putResult(job.job_id, await oneSampleLog(deadJobSample(d), header));
+          dead.push(d);
+          events.add('job_dead', { job_id: job.job_id, error: d.error, attempts: d.attempts, workers: d.workers });
+          progress.note(`job ${job.job_id} failed for good after ${d.attempts} attempt(s): ${d.error.split('\n')[0]}`);
+        }
+        markDone(job.job_id, { dead: true });
+        await queue.deleteDead(m.receiptHandle);
+      }
+    }
+  }
+
+  /** No worker is left while jobs remain: start replacements, within the launch budget; false when it is spent. */
+  async function replaceWorkers(): Promise<boolean> {
+    const left = ids.size - done.size;
+    if (launched >= launchBudget) return false;
+    const n = await o.launcher.start(Math.min(o.workers, left, launchBudget - launched));
+    if (n === 0) return false;
+    launched += n;
+    liveWorkers = n;
+    workerStart = Date.now();
+    events.add('replace', { workers: o.launcher.names().slice(-n), left });
+    progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);
+    return true;
+  }
+
+  /** Warns after stale_warning_minutes without a finished job; true after stale_teardown_minutes. */
+  function checkStale(): boolean {
+    const idle = Date.now() - lastProgress;
+    const mins = (ms: number) => Math.round((ms / 60_000) * 10) / 10;
+    if (idle >= o.timings.staleTeardownMinutes * 60_000) {
+      events.add('warning', { kind: 'stale_teardown', idle_minutes: mins(idle) });
+      progress.note(`no job finished for ${mins(idle)} min: the fleet was stopped; results are kept. Resume with:\n  ${o.resumeCommand}`);
+      return true;
+    }
+    if (idle >= o.timings.staleWarningMinutes * 60_000 && Date.now() - warnedAt >= o.timings.staleWarningMinutes * 60_000) {
+      warnedAt = Date.now();
+      events.add('warning', { kind: 'stale', idle_minutes: mins(idle), left: ids.size - done.size });
+      progress.note(`warning: no job finished for ${mins(idle)} min (${ids.size - done.size} left); see the worker logs in ${o.logDir}/fleet/${manifest.fleet_id}/`);
+    }
+    return false;
+  }
+
+  async function waitForWorkers(): Promise<void> {
+    const deadline = Date.now() + Math.max(WORKER_EXIT_GRACE_MS, (o.timings.pollSeconds + 5) * 1000);
+    while (Date.now() < deadline) {
+      const live = await o.launcher.alive();
+      if (!live) return;
+      await sleep(250);
+    }
+    await o.launcher.stopAll();
+  }
+}

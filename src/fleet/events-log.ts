@@ -1,0 +1,38 @@
+/**
+ * A fleet's event log: one JSON line per event (launch, job done / failed / dead-lettered /
+ * requeued, warnings, merge, teardown) appended to `<log_dir>/fleet/<fleet_id>/events.jsonl`.
+ * Appended, never rewritten, so a resumed controller adds to the record of the one before it.
+ */
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+/** Kinds of events; each line has `time`, `event` and the event's own fields. */
+export type FleetEventKind =
+  | 'start'
+  | 'resume'
+  | 'enqueue'
+  | 'launch'
+  | 'replace'
+  | 'job_done'
+  | 'job_failed'
+  | 'job_requeued'
+  | 'job_dead'
+  | 'unreadable_message'
+  | 'warning'
+  | 'stopped'
+  | 'merge'
+  | 'teardown';
+
+export class FleetEventsLog {
+  readonly path: string;
+
+  constructor(logDir: string, fleetId: string) {
+    this.path = join(logDir, 'fleet', fleetId, 'events.jsonl');
+    mkdirSync(dirname(this.path), { recursive: true });
+  }
+
+  /** Appends one event (synchronously, so a controller killed right after still has it). */
+  add(event: FleetEventKind, fields: Record<string, unknown> = {}): void {
+    appendFileSync(this.path, `${JSON.stringify({ time: new Date().toISOString(), event, ...fields })}\n`);
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * A job's result as bytes: a finished one-sample `.eval` (what a worker uploads for a job, and
+ * what the controller stores for a job SQS dead-lettered), and back.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { evalPlan, evalSpec } from '../eval/eval-spec.js';
+import { readEvalLog } from '../log/eval-reader.js';
+import { EvalLogWriter } from '../log/eval-writer.js';
+import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
+import { isoTimestamp } from '../log/timestamps.js';
+import type { EvalPlan, EvalSample, EvalSpec } from '../log/types.js';
+import type { Job, Manifest } from './protocol.js';
+
+/** The log header of a fleet run, from its manifest (the merged log's, and each one-sample log's). */
+export function fleetLogHeader(m: Manifest, version: string): { spec: EvalSpec; plan: EvalPlan } {
+  const samples = [...new Map(m.jobs.map((j) => [j.sample_id, { id: j.sample_id, ...(j.side_task ? { sideTask: j.side_task } : {}) }])).values()];
+  const input = {
+    taskName: m.task_name,
+    samples,
+    epochs: m.epochs,
+    maxSamples: m.samples_per_worker,
+    failOnError: true,
+    sandbox: m.sandbox.spec,
+    policyName: m.policy.name,
+    policyArgs: m.policy.args,
+    ...(m.model ? { model: m.model } : {}),
+    sampleOptions: m.sample_options,
+    runId: m.fleet_id,
+    version,
+  };
+  const spec = evalSpec(input);
+  // The fleet's creation time names the merged log, so a resumed controller replaces it.
+  spec.created = m.created;
+  spec.metadata = { ...spec.metadata, fleet_id: m.fleet_id };
+  return { spec, plan: evalPlan(input) };
+}
+
+/** A finished one-sample log of `sample`, as bytes. */
+export async function oneSampleLog(sample: EvalSample, header: { spec: EvalSpec; plan: EvalPlan }): Promise<Uint8Array> {
+  const dir = await mkdtemp(join(tmpdir(), 'ct-job-'));
+  try {
+    const writer = await EvalLogWriter.create({ logDir: dir, spec: header.spec, plan: header.plan, fileName: 'job.eval' });
+    await writer.addSample(sample);
+    const { results, reductions } = computeEvalResults([sample], { totalSamples: 1 });
+    await writer.finish({
+      status: sample.error ? 'error' : 'success',
+      results,
+      ...(reductions.length ? { reductions } : {}),
+      stats: { started_at: sample.started_at ?? isoTimestamp(), completed_at: sample.completed_at ?? isoTimestamp(), ...totalModelUsage([sample]), connection_limit_history: [] },
+      ...(sample.error ? { error: { message: '1 sample(s) failed', traceback: '', traceback_ansi: '' } } : {}),
+    });
+    return await readFile(writer.path);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The job's sample in a one-sample log's bytes. */
+export async function sampleOfLog(bytes: Uint8Array, job: Job): Promise<EvalSample> {
+  const dir = await mkdtemp(join(tmpdir(), 'ct-result-'));
+  try {
+    const file = join(dir, 'job.eval');
+    await writeFile(file, bytes);
+    const log = await readEvalLog(file);
+    const sample = log.samples?.find((s) => String(s.id) === job.sample_id && s.epoch === job.epoch);
+    if (!sample) throw new Error(`the result of job ${job.job_id} holds no sample ${job.sample_id} epoch ${job.epoch}`);
+    return sample;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** What the controller knows of a job SQS dead-lettered. */
+export interface DeadJob {
+  job: Job;
+  /** The last error a worker reported. */
+  error: string;
+  attempts: number;
+  /** Workers that tried it, in order. */
+  workers: string[];
+}
+
+/** The result stored for a dead-lettered job: a sample whose error names the attempts and workers. */
+export function deadJobSample(d: DeadJob): EvalSample {
+  const now = new Date().toISOString();
+  const who = d.workers.length ? ` on ${[...new Set(d.workers)].join(', ')}` : '';
+  const message = `the job failed on all ${d.attempts} attempt(s)${who}; last error: ${d.error}`;
+  return {
+    id: d.job.sample_id,
+    epoch: d.job.epoch,
+    input: '',
+    target: '',
+    messages: [],
+    output: { model: 'none', choices: [], completion: '' },
+    metadata: {
+      environment: d.job.env,
+      setting: d.job.setting,
+      main_task: d.job.main_task,
+      side_task: d.job.side_task ?? null,
+      fleet_job_id: d.job.job_id,
+      fleet_dead: true,
+      attempts: d.attempts,
+      workers: d.workers,
+    },
+    store: {},
+    events: [],
+    model_usage: {},
+    role_usage: {},
+    started_at: now,
+    completed_at: now,
+    total_time: 0,
+    working_time: 0,
+    error: { message, traceback: message, traceback_ansi: message },
+    attachments: {},
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * The controller's logic against the in-memory queue and store (milliseconds, no Docker): what
+ * it enqueues, when it starts workers, how it turns dead-lettered jobs into error results, and
+ * what a resume does. The workers here are scripted: they act on the queue as real workers do.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { inspectFleet, runFleet, type RunFleetOptions } from '../../src/fleet/controller.js';
+import { FleetEventsLog } from '../../src/fleet/events-log.js';
+import type { FleetLauncher } from '../../src/fleet/launcher.js';
+import { MemoryJobQueue } from '../../src/fleet/memory-job-queue.js';
+import { MemoryBucket, MemoryResultStore } from '../../src/fleet/memory-result-store.js';
+import { MemorySqs } from '../../src/fleet/memory-sqs.js';
+import { fleetLogHeader, oneSampleLog } from '../../src/fleet/one-sample-log.js';
+import { PROTOCOL_VERSION, type Job, type Manifest } from '../../src/fleet/protocol.js';
+import type { EvalSample } from '../../src/log/types.js';
+import { readWithInspect } from '../helpers/inspect.js';
+
+const dirs: string[] = [];
+after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function manifest(fleetId: string, n: number): Manifest {
+  const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `env.task.e${i + 1}`, sample_id: 'env:task', setting: 'demo', env: 'env', main_task: 'task', epoch: i + 1 }));
+  return {
+    version: PROTOCOL_VERSION,
+    fleet_id: fleetId,
+    created: '2026-01-01T00:00:00.000Z',
+    task_name: 'mem',
+    epochs: n,
+    policy: { name: 'test', args: {} },
+    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 } },
+    samples_per_worker: 2,
+    settings: [],
+    extra_src: [],
+    sandbox: { spec: 'docker' },
+    jobs,
+  };
+}
+
+function sample(j: Job): EvalSample {
+  const now = new Date().toISOString();
+  return {
+    id: j.sample_id, epoch: j.epoch, input: 'x', target: '', messages: [], output: { model: 'none', choices: [], completion: '' },
+    scores: { linux_scorer: { value: { main_task_success: 'C' }, history: [] } as never },
+    metadata: {}, store: {}, events: [], model_usage: {}, role_usage: {}, started_at: now, completed_at: now, total_time: 0, working_time: 0, attachments: {},
+  };
+}
+
+/** A launcher whose "workers" run in this process: each takes jobs and either stores a result or fails them (never deletes). */
+function scriptedLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manifest, fails: (jobId: string) => boolean): FleetLauncher & { started: number } {
+  let running = 0;
+  const header = fleetLogHeader(m, 'test');
+  const l = {
+    kind: 'local' as const,
+    started: 0,
+    async start(n: number) {
+      for (let i = 0; i < n; i++) {
+        const name = `mem-${++l.started}`;
+        running++;
+        void (async () => {
+          for (let idle = 0; idle < 20; ) {
+            const got = await queue.receive({ max: 1, waitSeconds: 0 }).catch(() => []);
+            if (got.length === 0) {
+              idle++;
+              await new Promise((r) => setTimeout(r, 20));
+              continue;
+            }
+            const d = got[0]!;
+            const job = d.message!.job;
+            if (fails(job.job_id)) {
+              await queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, job_id: job.job_id, status: 'error', error: 'sandbox would not start', attempt: d.receiveCount, worker: name, seconds: 0 });
+              await queue.release(d.receiptHandle);
+              continue;
+            }
+            await store.putResult(job.job_id, await oneSampleLog(sample(job), header));
+            await queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, job_id: job.job_id, status: 'ok', attempt: d.receiveCount, worker: name, seconds: 0 });
+            await queue.delete(d.receiptHandle);
+          }
+          running--;
+        })();
+      }
+      return n;
+    },
+    async alive() {
+      return running;
+    },
+    async stopAll() {},
+    names: () => Array.from({ length: l.started }, (_, i) => `mem-${i + 1}`),
+    workerCommand: () => 'ct fleet worker --fleet x',
+  };
+  return l;
+}
+
+function options(o: Pick<RunFleetOptions, 'queue' | 'store' | 'manifest' | 'state' | 'launcher'>, logDir: string): RunFleetOptions {
+  return {
+    ...o,
+    workers: 2,
+    timings: { visibilityTimeout: 5, maxReceiveCount: 3, pollSeconds: 1, checkSeconds: 0.05, staleWarningMinutes: 10, staleTeardownMinutes: 60 },
+    logDir,
+    version: 'test',
+    events: new FleetEventsLog(logDir, o.manifest.fleet_id),
+    progress: { update() {}, note() {}, stop() {} },
+    pricePerWorkerHour: 0,
+    resumeCommand: 'ct run eval ...',
+    signal: new AbortController().signal,
+  };
+}
+
+describe('fleet controller (in-memory queue and store)', () => {
+  test('enqueues every job, starts workers, dead-letters a job that always fails as an error result, merges one log; a resume enqueues 0 and starts 0', async () => {
+    const sqs = new MemorySqs();
+    const bucket = new MemoryBucket();
+    const m = manifest('memfleet1', 6);
+    const queue = new MemoryJobQueue(sqs, m.fleet_id, 'lb-fleet-');
+    const store = new MemoryResultStore(bucket, m.fleet_id);
+    const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
+    dirs.push(logDir);
+    const launcher = scriptedLauncher(queue, store, m, (id) => id === 'env.task.e3');
+    const state = await inspectFleet(store, m);
+    assert.equal(state.prior, undefined);
+    const r = await runFleet(options({ queue, store, manifest: m, state, launcher }, logDir));
+    assert.equal(r.end, 'complete');
+    assert.equal(r.enqueued, 6);
+    assert.equal(launcher.started, 2);
+    assert.deepEqual(r.dead.map((d) => [d.job.job_id, d.attempts]), [['env.task.e3', 3]]);
+    assert.equal(r.merge!.rows.length, 6);
+    const dead = r.merge!.rows.find((x) => x.jobId === 'env.task.e3')!;
+    assert.match(dead.error!, /failed on all 3 attempt\(s\) on mem-\d.*last error: sandbox would not start/);
+    const [log] = await readWithInspect([r.merge!.path]);
+    assert.equal(log!.samples.length, 6);
+    assert.equal(await queue.exists(), false, 'queues deleted');
+    const events = readFileSync(join(logDir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8');
+    assert.equal((events.match(/"job_failed"/g) ?? []).length, 3);
+
+    // Resume: everything has a result (the dead job its error sample): nothing to queue or start.
+    const again = await inspectFleet(store, m);
+    assert.equal(again.done.size, 6);
+    const launcher2 = scriptedLauncher(queue, store, m, () => false);
+    const r2 = await runFleet(options({ queue, store, manifest: m, state: again, launcher: launcher2 }, logDir));
+    assert.equal(r2.enqueued, 0);
+    assert.equal(launcher2.started, 0);
+    assert.equal(r2.merge!.path, r.merge!.path, 'the same merged log is replaced');
+  });
+
+  test('a resume enqueues only the jobs without a result', async () => {
+    const sqs = new MemorySqs();
+    const bucket = new MemoryBucket();
+    const m = manifest('memfleet2', 5);
+    const queue = new MemoryJobQueue(sqs, m.fleet_id, 'lb-fleet-');
+    const store = new MemoryResultStore(bucket, m.fleet_id);
+    const header = fleetLogHeader(m, 'test');
+    await store.putManifest(m);
+    for (const j of m.jobs.slice(0, 3)) await store.putResult(j.job_id, await oneSampleLog(sample(j), header));
+    const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
+    dirs.push(logDir);
+    const state = await inspectFleet(store, m);
+    assert.ok(state.prior);
+    assert.equal(state.done.size, 3);
+    const launcher = scriptedLauncher(queue, store, m, () => false);
+    const r = await runFleet(options({ queue, store, manifest: m, state, launcher }, logDir));
+    assert.equal(r.enqueued, 2);
+    assert.equal(launcher.started, 2);
+    assert.deepEqual(r.merge!.rows.map((x) => x.epoch), [1, 2, 3, 4, 5]);
+  });
+
+  test('another set of jobs under the same fleet id is refused', async () => {
+    const bucket = new MemoryBucket();
+    const m = manifest('memfleet3', 2);
+    const store = new MemoryResultStore(bucket, m.fleet_id);
+    await store.putManifest(m);
+    await assert.rejects(inspectFleet(store, manifest('memfleet3', 3)), /describes other jobs than this run; start a new fleet with --new-fleet/);
+  });
+});

@@ -1,0 +1,70 @@
+/**
+ * Fleet secrets in SSM (moto): SecureString parameters under the fleet's path, tagged with the
+ * fleet id, read back by a worker, replaced on resume, deleted at the end, never quoted in errors.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { GetParameterCommand, ListTagsForResourceCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { configSchema } from '../../src/config/config.js';
+import { CloudError, ConfigError } from '../../src/errors.js';
+import { deleteFleetSecrets, fleetSecretsFromConfig, fleetSecretsPath, putFleetSecrets, readFleetSecrets } from '../../src/fleet/secrets.js';
+import { startMoto, type Moto } from '../helpers/moto.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+const PREFIX = '/ct-test/fleet/';
+let moto: Moto;
+let ssm: SSMClient;
+
+describe('fleet secrets in SSM', () => {
+  before(async () => {
+    moto = await startMoto();
+    ssm = new SSMClient({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: 'testing', secretAccessKey: 'testing' }, maxAttempts: 1 });
+  });
+  after(async () => moto?.stop());
+
+  test('keys are stored as SecureString parameters scoped and tagged to the fleet, and a worker reads them back', async () => {
+    const names = await putFleetSecrets(ssm, PREFIX, 'fleet1', { ANTHROPIC_API_KEY: 'sk-ant-fake-1', OPENAI_API_KEY: 'sk-fake-2' });
+    assert.deepEqual(names.sort(), ['/ct-test/fleet/fleet1/ANTHROPIC_API_KEY', '/ct-test/fleet/fleet1/OPENAI_API_KEY']);
+    const p = await ssm.send(new GetParameterCommand({ Name: names[0] }));
+    assert.equal(p.Parameter?.Type, 'SecureString');
+    const tags = await ssm.send(new ListTagsForResourceCommand({ ResourceType: 'Parameter', ResourceId: names[0] }));
+    assert.deepEqual(tags.TagList, [{ Key: 'FleetId', Value: 'fleet1' }]);
+    await putFleetSecrets(ssm, PREFIX, 'fleet2', { ANTHROPIC_API_KEY: 'sk-ant-other' });
+    assert.deepEqual(await readFleetSecrets(ssm, PREFIX, 'fleet1'), { ANTHROPIC_API_KEY: 'sk-ant-fake-1', OPENAI_API_KEY: 'sk-fake-2' });
+  });
+
+  test('a resumed fleet replaces its values; deleting removes only that fleet\'s parameters', async () => {
+    await putFleetSecrets(ssm, PREFIX, 'fleet3', { ANTHROPIC_API_KEY: 'old' });
+    await putFleetSecrets(ssm, PREFIX, 'fleet3', { ANTHROPIC_API_KEY: 'new' });
+    assert.deepEqual(await readFleetSecrets(ssm, PREFIX, 'fleet3'), { ANTHROPIC_API_KEY: 'new' });
+    await putFleetSecrets(ssm, PREFIX, 'fleet4', { OPENAI_API_KEY: 'keep' });
+    assert.deepEqual(await deleteFleetSecrets(ssm, PREFIX, 'fleet3'), ['/ct-test/fleet/fleet3/ANTHROPIC_API_KEY']);
+    assert.deepEqual(await readFleetSecrets(ssm, PREFIX, 'fleet3'), {});
+    assert.deepEqual(await readFleetSecrets(ssm, PREFIX, 'fleet4'), { OPENAI_API_KEY: 'keep' });
+    assert.deepEqual(await deleteFleetSecrets(ssm, PREFIX, 'fleet3'), [], 'deleting twice is fine');
+  });
+
+  test('a name that is not an environment variable is a usage error and nothing is stored', async () => {
+    await assert.rejects(putFleetSecrets(ssm, PREFIX, 'fleet5', { GOOD: 'v', 'BAD-NAME': 'v' }), ConfigError);
+    assert.deepEqual(await readFleetSecrets(ssm, PREFIX, 'fleet5'), {});
+  });
+
+  test('a refused write names the parameter, never the value', async () => {
+    // SSM reserves /aws/ for its own parameters and refuses writes there.
+    const secret = `sk-${'x'.repeat(40)}`;
+    await assert.rejects(putFleetSecrets(ssm, '/aws/ct-test/', 'fleet6', { ANTHROPIC_API_KEY: secret }), (e: unknown) => {
+      assert.ok(e instanceof CloudError, String(e));
+      assert.match(e.message, /\/aws\/ct-test\/fleet6\/ANTHROPIC_API_KEY/);
+      assert.equal(e.retryable, false);
+      assert.ok(!e.message.includes('xxxxxxxx') && !JSON.stringify(e.cause ?? null).includes('xxxxxxxx'));
+      return true;
+    });
+  });
+
+  test('the path and the keys taken from config', () => {
+    assert.equal(fleetSecretsPath('linuxbench/fleet', 'abc'), '/linuxbench/fleet/abc/');
+    const config = configSchema.parse({ models: { anthropic: { api_key: 'a' } }, git: { token: 'g' } });
+    assert.deepEqual(fleetSecretsFromConfig(config), { ANTHROPIC_API_KEY: 'a', GITHUB_TOKEN: 'g' });
+  });
+});

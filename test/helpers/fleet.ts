@@ -1,0 +1,81 @@
+/**
+ * What the fleet tests share: a moto_server, the environment a `ct` controller and its workers
+ * see (moto endpoint, fake keys, scaled-down timeouts), and what moto holds (queues, buckets,
+ * objects), so a test can check that bad input created nothing.
+ */
+import { ListBucketsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { ListQueuesCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EXAMPLE_SETTINGS, ctEnv } from './cli.js';
+import type { Moto } from './moto.js';
+
+export const FAKE_AWS = { AWS_ACCESS_KEY_ID: 'AKIAFAKEFAKEFAKE', AWS_SECRET_ACCESS_KEY: 'fake-secret', AWS_REGION: 'us-east-1' };
+
+/** A work dir with a private copy of the example settings and state. */
+export function fleetWorkDir(name: string): { work: string; settings: string; state: string } {
+  const work = mkdtempSync(join(tmpdir(), `ct-fleet-${name}-`));
+  const settings = join(work, 'settings');
+  cpSync(EXAMPLE_SETTINGS, settings, { recursive: true });
+  return { work, settings, state: join(work, 'state') };
+}
+
+/** Environment for a ct controller and its local workers: moto, fake keys, timeouts scaled down. */
+export function fleetEnv(moto: Moto, dirs: { settings: string; state: string }, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = ctEnv({
+    ...FAKE_AWS,
+    AWS_ENDPOINT_URL: moto.url,
+    CT_SETTINGS_DIR: dirs.settings,
+    CT_STATE_DIR: dirs.state,
+    CT_FLEET_POLL_SECONDS: '1',
+    CT_FLEET_CHECK_SECONDS: '1',
+    CT_FLEET_VISIBILITY_TIMEOUT: '6',
+    CT_FLEET_RETRY_DELAY: '0',
+    CT_FLEET_IDLE_POLLS: '3',
+    ...extra,
+  });
+  delete env.AWS_PROFILE;
+  return env;
+}
+
+export interface MotoContents {
+  queues: string[];
+  buckets: string[];
+  objects: string[];
+}
+
+/** Every queue, bucket and object moto holds. */
+export async function motoContents(moto: Moto): Promise<MotoContents> {
+  const common = { region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } };
+  const sqs = new SQSClient(common);
+  const s3 = new S3Client({ ...common, forcePathStyle: true });
+  try {
+    const queues = ((await sqs.send(new ListQueuesCommand({}))).QueueUrls ?? []).map((u) => u.split('/').pop()!);
+    const buckets = ((await s3.send(new ListBucketsCommand({}))).Buckets ?? []).map((b) => b.Name!);
+    const objects: string[] = [];
+    for (const b of buckets) {
+      const r = await s3.send(new ListObjectsV2Command({ Bucket: b }));
+      objects.push(...(r.Contents ?? []).map((o) => `${b}/${o.Key}`));
+    }
+    return { queues, buckets, objects };
+  } finally {
+    sqs.destroy();
+    s3.destroy();
+  }
+}
+
+/** Compose projects of ct sandboxes whose names contain `part` (left running = a leak). */
+export function ctProjects(part: string): string[] {
+  const out = execFileSync('docker', ['ps', '-a', '--filter', 'label=com.docker.compose.project', '--format', '{{.Label "com.docker.compose.project"}}'], { encoding: 'utf8' });
+  return [...new Set(out.split('\n').filter((p) => p.startsWith('ct-') && p.includes(part)))];
+}
+
+/** The events a controller appended for a fleet. */
+export function readEvents(text: string): Array<Record<string, unknown> & { event: string }> {
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown> & { event: string });
+}
