@@ -1,7 +1,7 @@
 /**
- * Turns a fleet's one-sample results into ONE `.eval` in the log dir. Temporary: the streaming
- * log merge of `log/` replaces this once it exists; this one goes through `EvalLogWriter`, keeps
- * only each sample's scores and usage in memory, and downloads a few results ahead.
+ * Turns a fleet's one-sample results into ONE `.eval` in the log dir, through the streaming log
+ * merge (`log/eval-merge.ts`): each result's sample is copied as stored, a few results are
+ * downloaded ahead, and only a small row per sample (for the summary printed at the end) is kept.
  *
  * The merged log is written to `<log_dir>/fleet/<fleet_id>/merging.eval` and renamed into the
  * log dir under a name fixed by the fleet (its manifest's creation time), so a controller killed
@@ -9,11 +9,10 @@
  */
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { EvalLogWriter, evalLogFileName } from '../log/eval-writer.js';
-import { computeEvalResults, totalModelUsage, type ScoredSample } from '../log/metrics.js';
+import { mergeEvalLogs } from '../log/eval-merge.js';
+import { evalLogFileName } from '../log/eval-writer.js';
 import { isoTimestamp } from '../log/timestamps.js';
-import type { EvalLog, EvalPlan, EvalSample, EvalSpec, EvalStatus, ModelUsage } from '../log/types.js';
-import { sampleOfLog } from './one-sample-log.js';
+import type { EvalLog, EvalPlan, EvalSampleSummary, EvalSpec, EvalStatus } from '../log/types.js';
 import type { Job, Manifest } from './protocol.js';
 import type { ResultStore } from './types.js';
 
@@ -48,65 +47,79 @@ export async function mergeFleetResults(o: {
   startedAt: string;
 }): Promise<MergeOutcome> {
   const { store, manifest, header } = o;
+  const jobs = manifest.jobs;
   const workDir = join(o.logDir, 'fleet', manifest.fleet_id);
   await mkdir(workDir, { recursive: true });
   await rm(join(workDir, 'merging.eval'), { force: true });
-  const writer = await EvalLogWriter.create({ logDir: workDir, spec: header.spec, plan: header.plan, fileName: 'merging.eval' });
-  const scored: ScoredSample[] = [];
-  const usage: Array<{ model_usage?: Record<string, ModelUsage>; role_usage?: Record<string, ModelUsage> }> = [];
   const rows: MergedRow[] = [];
   const missing: string[] = [];
-  const fetchOne = async (job: Job): Promise<EvalSample | undefined> => {
-    const bytes = await store.getResult(job.job_id);
-    return bytes ? sampleOfLog(bytes, job) : undefined;
-  };
-  try {
-    const pending: Array<Promise<EvalSample | undefined>> = [];
-    const jobs = manifest.jobs;
-    for (let i = 0; i < Math.min(PREFETCH, jobs.length); i++) pending.push(fetchOne(jobs[i]!));
+  /** The jobs whose results are inputs, in input order. */
+  const inputJobs: Job[] = [];
+  const matched = new Set<number>();
+
+  async function* results(): AsyncGenerator<Buffer> {
+    const pending: Array<Promise<Uint8Array | undefined>> = [];
+    const fetch = (i: number) => {
+      const p = store.getResult(jobs[i]!.job_id);
+      p.catch(() => undefined); // awaited in order below
+      pending[i] = p;
+    };
+    for (let i = 0; i < Math.min(PREFETCH, jobs.length); i++) fetch(i);
     for (let i = 0; i < jobs.length; i++) {
-      const sample = await pending[i]!;
-      if (i + PREFETCH < jobs.length) pending.push(fetchOne(jobs[i + PREFETCH]!));
-      pending[i] = Promise.resolve(undefined);
-      const job = jobs[i]!;
-      if (!sample) {
-        missing.push(job.job_id);
+      const bytes = await pending[i]!;
+      delete pending[i];
+      if (i + PREFETCH < jobs.length) fetch(i + PREFETCH);
+      if (!bytes) {
+        missing.push(jobs[i]!.job_id);
         continue;
       }
-      await writer.addSample(sample);
-      scored.push({ id: sample.id, epoch: sample.epoch, ...(sample.scores ? { scores: sample.scores } : {}), ...(sample.error ? { error: sample.error.message } : {}) });
-      usage.push({ model_usage: sample.model_usage, role_usage: sample.role_usage });
-      const score = sample.scores?.linux_scorer?.value as Record<string, string> | undefined;
-      const meta = sample.metadata as { fleet_dead?: boolean; attempts?: number; workers?: string[] } | undefined;
-      rows.push({
-        jobId: job.job_id,
-        id: String(sample.id),
-        epoch: sample.epoch,
-        ...(score ? { scores: score } : {}),
-        ...(sample.error ? { error: sample.error.message } : {}),
-        ...(meta?.fleet_dead ? { dead: { attempts: meta.attempts ?? 0, workers: meta.workers ?? [] } } : {}),
-        seconds: sample.total_time ?? 0,
-      });
+      inputJobs.push(jobs[i]!);
+      yield Buffer.from(bytes);
     }
-  } catch (e) {
-    await writer.close().catch(() => {});
-    throw e;
   }
-  const errors = rows.filter((r) => r.error).length;
-  const status: EvalStatus = missing.length > 0 || errors > 0 ? 'error' : 'success';
-  const { results, reductions } = computeEvalResults(scored, { totalSamples: manifest.jobs.length });
-  const finished = await writer.finish({
-    status,
-    results,
-    ...(reductions.length ? { reductions } : {}),
-    stats: { started_at: o.startedAt, completed_at: isoTimestamp(), ...totalModelUsage(usage), connection_limit_history: [] },
-    ...(missing.length
-      ? { error: { message: `${missing.length} job(s) have no result`, traceback: '', traceback_ansi: '' } }
-      : errors
-        ? { error: { message: `${errors} sample(s) failed`, traceback: '', traceback_ansi: '' } }
-        : {}),
+
+  const merged = await mergeEvalLogs({
+    logDir: workDir,
+    fileName: 'merging.eval',
+    spec: header.spec,
+    plan: header.plan,
+    inputs: results(),
+    totalSamples: jobs.length,
+    stats: { started_at: o.startedAt, completed_at: isoTimestamp(), connection_limit_history: [] },
+    status: 'success',
+    onSample: (summary, index) => {
+      const job = inputJobs[index]!;
+      // A result holds its job's sample only; anything else in it is not this run's.
+      if (String(summary.id) !== job.sample_id || summary.epoch !== job.epoch || matched.has(index)) return false;
+      matched.add(index);
+      rows.push(rowOf(job, summary));
+      return true;
+    },
+    outcome: () => {
+      inputJobs.forEach((job, i) => {
+        if (!matched.has(i)) missing.push(job.job_id);
+      });
+      const errors = rows.filter((r) => r.error).length;
+      if (missing.length) return { status: 'error', error: { message: `${missing.length} job(s) have no result`, traceback: '', traceback_ansi: '' } };
+      if (errors) return { status: 'error', error: { message: `${errors} sample(s) failed`, traceback: '', traceback_ansi: '' } };
+      return { status: 'success' };
+    },
   });
   const path = join(o.logDir, evalLogFileName(header.spec));
-  await rename(writer.path, path);
-  return { path, status, header: finished, rows, missing };
+  await rename(merged.path, path);
+  return { path, status: merged.header.status, header: merged.header, rows, missing };
+}
+
+function rowOf(job: Job, summary: EvalSampleSummary): MergedRow {
+  const score = summary.scores?.linux_scorer?.value as Record<string, string> | undefined;
+  const meta = summary.metadata as { fleet_dead?: boolean; attempts?: number; workers?: string[] } | undefined;
+  return {
+    jobId: job.job_id,
+    id: String(summary.id),
+    epoch: summary.epoch,
+    ...(score ? { scores: score } : {}),
+    ...(summary.error ? { error: summary.error } : {}),
+    ...(meta?.fleet_dead ? { dead: { attempts: meta.attempts ?? 0, workers: meta.workers ?? [] } } : {}),
+    seconds: summary.total_time ?? 0,
+  };
 }

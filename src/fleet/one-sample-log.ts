@@ -2,11 +2,10 @@
  * A job's result as bytes: a finished one-sample `.eval` (what a worker uploads for a job, and
  * what the controller stores for a job SQS dead-lettered), and back.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evalPlan, evalSpec } from '../eval/eval-spec.js';
-import { readEvalLog } from '../log/eval-reader.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
 import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
@@ -52,21 +51,6 @@ export async function oneSampleLog(sample: EvalSample, header: { spec: EvalSpec;
       ...(sample.error ? { error: { message: '1 sample(s) failed', traceback: '', traceback_ansi: '' } } : {}),
     });
     return await readFile(writer.path);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-/** The job's sample in a one-sample log's bytes. */
-export async function sampleOfLog(bytes: Uint8Array, job: Job): Promise<EvalSample> {
-  const dir = await mkdtemp(join(tmpdir(), 'ct-result-'));
-  try {
-    const file = join(dir, 'job.eval');
-    await writeFile(file, bytes);
-    const log = await readEvalLog(file);
-    const sample = log.samples?.find((s) => String(s.id) === job.sample_id && s.epoch === job.epoch);
-    if (!sample) throw new Error(`the result of job ${job.job_id} holds no sample ${job.sample_id} epoch ${job.epoch}`);
-    return sample;
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

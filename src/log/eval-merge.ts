@@ -44,6 +44,13 @@ export interface MergeEvalLogsOptions {
   failures?: AsyncIterable<FailedJob> | Iterable<FailedJob>;
   status: FinishOptions['status'];
   error?: EvalError;
+  /**
+   * Sees each input's sample before it is written (duplicates excepted), with the input's index
+   * in `inputs`; returning false leaves the sample out. For callers that check or tally samples.
+   */
+  onSample?: (summary: EvalSampleSummary, inputIndex: number) => boolean | void;
+  /** Decides the status and error once every sample is in (overrides `status` and `error`). */
+  outcome?: () => { status: FinishOptions['status']; error?: EvalError };
   stats: FinishOptions['stats'];
   /** Samples planned, for the results (default: the samples merged). */
   totalSamples?: number;
@@ -85,12 +92,13 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
   let failed = 0;
   try {
     let index = 0;
-    for await (const { source, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++)) {
+    for await (const { source, index: inputIndex, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++)) {
       for (const { entry, summary } of samples) {
         if (writer.has(summary.id, summary.epoch)) {
           duplicates.push({ id: summary.id, epoch: summary.epoch, source });
           continue;
         }
+        if (o.onSample?.(summary, inputIndex) === false) continue;
         await writer.addSampleEntry(entry, summary);
       }
     }
@@ -106,11 +114,12 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
     await writer.close().catch(() => undefined);
     throw err;
   }
+  const { status, error } = o.outcome ? o.outcome() : { status: o.status, error: o.error };
   const header = await writer.finish({
-    status: o.status,
+    status,
     stats: o.stats,
     totalSamples: o.totalSamples ?? writer.samples,
-    ...(o.error && { error: o.error }),
+    ...(error && { error }),
   });
   return { path: writer.path, header, samples: writer.samples, failed, duplicates };
 }
@@ -134,11 +143,12 @@ async function* readAhead(
   inputs: AsyncIterable<MergeInput> | Iterable<MergeInput>,
   ahead: number,
   nextIndex: () => number,
-): AsyncGenerator<{ source: string; samples: ReadSample[] }> {
-  const pending: Array<Promise<{ source: string; samples: ReadSample[] }>> = [];
+): AsyncGenerator<{ source: string; index: number; samples: ReadSample[] }> {
+  const pending: Array<Promise<{ source: string; index: number; samples: ReadSample[] }>> = [];
   for await (const input of inputs) {
-    const source = typeof input === 'string' ? input : `input #${nextIndex() + 1}`;
-    const read = readInput(input, source);
+    const index = nextIndex();
+    const source = typeof input === 'string' ? input : `input #${index + 1}`;
+    const read = readInput(input, source).then((r) => ({ ...r, index }));
     read.catch(() => undefined); // awaited in order below; a rejection is not unhandled meanwhile
     pending.push(read);
     if (pending.length >= ahead) yield await pending.shift()!;
