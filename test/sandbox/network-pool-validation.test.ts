@@ -50,7 +50,7 @@ describe('the sample network pool accepts only private ranges with room for a ne
   test('sandbox.network_pool in ct.config.yml is checked the same way', async () => {
     writeFileSync(join(work, 'ct.config.yml'), 'sandbox:\n  network_pool: 0.0.0.0/0\n');
     try {
-      await refused({}, /sandbox\.network_pool: 0\.0\.0\.0\/0 is not a private range/);
+      await refused({}, /sandbox\.network_pool \(from ct\.config\.yml\): 0\.0\.0\.0\/0 is not a private range/);
     } finally {
       rmSync(join(work, 'ct.config.yml'));
     }
