@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { positiveInt } from './parse.js';
@@ -9,6 +9,7 @@ interface WorkerFlags {
   fleet: string;
   region?: string;
   concurrency?: number;
+  secrets?: string;
 }
 
 const FLEET_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -24,10 +25,16 @@ export function registerFleetCommands(program: Command): void {
     .requiredOption('--fleet <id>', 'the fleet whose jobs to run (the controller prints it)')
     .option('--region <region>', 'AWS region of the fleet (default: ec2.region, CT_EC2_REGION, us-east-1)')
     .option('--concurrency <n>', "samples run at once (default: the fleet's samples per worker)", positiveInt)
+    .addOption(
+      new Option('--secrets <from>', "where the fleet's API keys come from: ssm (its parameters; this machine's own values win) or env (this machine only) (default: fleet.worker_secrets, CT_FLEET_WORKER_SECRETS, ssm)").choices(['ssm', 'env']),
+    )
     .addHelpText(
       'after',
       '\nExample:\n  ct fleet worker --fleet 3f9c0d6a1b2c --region us-east-1 --concurrency 4\n' +
         '\nNeeds Docker, AWS credentials (the usual AWS_* variables or a profile) and the settings the fleet uses.\n' +
+        "Model API keys and the git token come from the fleet's SSM SecureString parameters (the controller stores\n" +
+        'them under fleet.secrets_prefix/<fleet id>/ and deletes them when the fleet ends); a key this machine sets\n' +
+        'itself (environment, .env or config) wins. `local:` workers run with --secrets env and need no SSM access.\n' +
         'Stops when the controller deleted the fleet\'s queues, or after fleet.idle_polls empty polls in a row\n' +
         '(CT_FLEET_IDLE_POLLS) with nothing running and nothing queued. On SIGTERM or Ctrl-C it takes no more jobs,\n' +
         'hands back what it had not started, cancels running samples and hands their jobs back (exit 143 on SIGTERM,\n130 on Ctrl-C);\n' +
@@ -40,7 +47,8 @@ export function registerFleetCommands(program: Command): void {
 
 async function workerCommand(flags: WorkerFlags): Promise<number> {
   if (!FLEET_ID.test(flags.fleet)) throw new ConfigError(`--fleet ${JSON.stringify(flags.fleet)}: expected up to 64 of A-Z a-z 0-9 _ -`);
-  const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'ec2.region': flags.region } });
+  const load = () => loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'ec2.region': flags.region, 'fleet.worker_secrets': flags.secrets } });
+  let config = load();
   const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
@@ -48,7 +56,22 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
   const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { runWorker } = await import('../fleet/worker.js');
-  const { sqs, s3 } = createFleetClients(config.ec2.region);
+  const { sqs, s3, ssm } = createFleetClients(config.ec2.region);
+  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+  if (config.fleet.worker_secrets === 'ssm') {
+    const { fleetSecretsFromConfig } = await import('../fleet/secrets.js');
+    const { takeFleetSecrets } = await import('../fleet/worker-secrets.js');
+    try {
+      const got = await takeFleetSecrets(ssm, config.fleet.secrets_prefix, flags.fleet, fleetSecretsFromConfig(config), process.env);
+      // The keys now in the environment reach the policy through the config, as a local run's do.
+      if (got.taken.length) config = load();
+      if (got.taken.length || got.kept.length) {
+        log(`fleet secrets from SSM: ${got.taken.join(', ') || 'none'}${got.kept.length ? `; this machine's own value kept for ${got.kept.join(', ')}` : ''}`);
+      }
+    } finally {
+      ssm.destroy();
+    }
+  } else ssm.destroy();
   let queue: InstanceType<typeof SqsJobQueue>;
   let store: InstanceType<typeof S3ResultStore>;
   try {
@@ -57,7 +80,6 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
-  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
   try {
     const result = await runWorker({
       queue,

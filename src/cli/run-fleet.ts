@@ -131,6 +131,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     settings = pinLocalSettings(config, settingNames);
   }
   const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
+  // Workers elsewhere get the keys through the fleet's SSM parameters; local ones inherit this environment.
+  const { fleetSecretsFromConfig, fleetSecretsPath, replaceFleetSecrets, deleteFleetSecrets } = await import('../fleet/secrets.js');
+  const secrets = spec.kind === 'local' ? undefined : fleetSecretsFromConfig(config);
   const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
   const base: Omit<Manifest, 'fleet_id' | 'created'> = {
     version: PROTOCOL_VERSION,
@@ -167,7 +170,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { inspectFleet, runFleet } = await import('../fleet/controller.js');
   const { estimateFleet, formatEstimate } = await import('../fleet/estimate.js');
-  const { sqs, s3 } = createFleetClients(config.ec2.region);
+  const { sqs, s3, ssm } = createFleetClients(config.ec2.region);
   const queue = new SqsJobQueue({ sqs, fleetId, queuePrefix: config.fleet.queue_prefix });
   const store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId });
   const out = (s: string) => process.stderr.write(`${s}\n`);
@@ -186,6 +189,15 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     });
     const label = spec.kind === 'local' ? `local processes on this machine` : 'started by you on your machines';
     out(formatEstimate(estimate, label));
+    const secretsPath = fleetSecretsPath(config.fleet.secrets_prefix, fleetId);
+    if (secrets) {
+      const names = Object.keys(secrets).sort();
+      out(
+        names.length
+          ? `secrets: ${names.join(', ')} reach workers as SSM SecureString parameters under ${secretsPath} (deleted when the fleet ends)`
+          : 'secrets: no model API key or git token is set here; workers use their own environment',
+      );
+    }
     if (flags.estimate) return 0;
     if (!flags.yes) {
       if (!process.stdin.isTTY) throw new ConfigError('no terminal to confirm on: pass --yes to start the fleet (or --estimate to only see the estimate)');
@@ -206,6 +218,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     const { FleetEventsLog } = await import('../fleet/events-log.js');
     const { createFleetProgress } = await import('../fleet/fleet-progress.js');
     const events = new FleetEventsLog(config.log_dir, fleetId);
+    // Before any job is queued, so a worker never starts without them; names only, never values.
+    if (secrets) events.add('secrets_stored', { parameters: await replaceFleetSecrets(ssm, config.fleet.secrets_prefix, fleetId, secrets) });
     const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
     const launcher =
       spec.kind === 'local'
@@ -271,7 +285,17 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       process.off('SIGTERM', onSignal);
       if (spec.kind === 'local') await sweepLocalSandboxes(config);
     }
+    if (secrets && r.end === 'complete') {
+      try {
+        events.add('secrets_deleted', { parameters: await deleteFleetSecrets(ssm, config.fleet.secrets_prefix, fleetId) });
+      } catch (e) {
+        const why = e instanceof Error ? e.message : String(e);
+        events.add('warning', { kind: 'secrets_not_deleted', error: why });
+        out(`warning: the fleet's secrets could not be deleted (${why}); delete the parameters under ${secretsPath} yourself`);
+      }
+    }
     if (r.end !== 'complete') {
+      if (secrets && Object.keys(secrets).length) out(`the fleet's secrets stay under ${secretsPath} until the fleet completes (a resume replaces them)`);
       out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : r.end === 'workers-failed' ? 'stopped: its workers keep failing' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
       return r.end === 'stopped' ? 130 : 1;
     }
@@ -286,6 +310,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   } finally {
     sqs.destroy();
     s3.destroy();
+    ssm.destroy();
   }
 }
 

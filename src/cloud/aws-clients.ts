@@ -45,20 +45,21 @@ export function createAwsClients(region: string): AwsClients {
   };
 }
 
-/** The clients fleet mode adds: SQS for jobs, S3 for results. */
+/** The clients fleet mode adds: SQS for jobs, S3 for results, SSM for the fleet's secrets. */
 export interface FleetClients {
   region: string;
   sqs: SQSClient;
   s3: S3Client;
+  ssm: SSMClient;
 }
 
 /**
- * SQS and S3 clients for one region. S3 uses path-style addressing when an endpoint is set
+ * SQS, S3 and SSM clients for one region (creating one makes no call). S3 uses path-style addressing when an endpoint is set
  * (AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3): API-compatible servers on a plain host:port have
  * no per-bucket host names.
  */
 export function createFleetClients(region: string): FleetClients {
   const common = { region, maxAttempts: MAX_ATTEMPTS };
   const customS3 = Boolean(process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL);
-  return { region, sqs: new SQSClient(common), s3: new S3Client({ ...common, forcePathStyle: customS3 }) };
+  return { region, sqs: new SQSClient(common), s3: new S3Client({ ...common, forcePathStyle: customS3 }), ssm: new SSMClient(common) };
 }

@@ -152,8 +152,22 @@ export const configSchema = z.object({
       /** SSM parameters with registry credentials for private images; DOCKER_ORG_NAME_SSM_PARAM / DOCKER_ORG_PAT_SSM_PARAM. */
       docker_org_name_parameter: z.string().default('/linuxbench/docker-org-name'),
       docker_org_pat_parameter: z.string().default('/linuxbench/docker-org-pat'),
-      /** Where a fleet's secrets (API keys) go as SecureString parameters, never in user-data; CT_FLEET_SECRETS_PREFIX. */
-      secrets_prefix: z.string().default('/linuxbench/fleet/'),
+      /**
+       * Where a fleet's secrets (API keys, git token) go as SecureString parameters
+       * `{prefix}{fleet id}/NAME`, never in user-data; CT_FLEET_SECRETS_PREFIX. SSM names take
+       * letters, digits and `_.-/`, and reserve names starting with `aws` or `ssm`.
+       */
+      secrets_prefix: z
+        .string()
+        .regex(/^[A-Za-z0-9_./-]{1,900}$/, 'letters, digits and _ . - / only (an SSM parameter path)')
+        .refine((p) => !/^\/?(aws|ssm)/i.test(p), 'SSM reserves names starting with aws or ssm')
+        .default('/linuxbench/fleet/'),
+      /**
+       * Where `ct fleet worker` takes the fleet's secrets from: `ssm` (the fleet's parameters, for
+       * workers on other machines; its own environment wins) or `env` (only its own environment:
+       * `local:` workers, which inherit the controller's); `--secrets`, CT_FLEET_WORKER_SECRETS.
+       */
+      worker_secrets: z.enum(['ssm', 'env']).default('ssm'),
       /** `--max-workers`, CT_FLEET_MAX_WORKERS. */
       max_workers: z.number().int().min(1).default(10),
       /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. */
@@ -293,6 +307,7 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   DOCKER_ORG_NAME_SSM_PARAM: ['fleet.docker_org_name_parameter', 'string'],
   DOCKER_ORG_PAT_SSM_PARAM: ['fleet.docker_org_pat_parameter', 'string'],
   CT_FLEET_SECRETS_PREFIX: ['fleet.secrets_prefix', 'string'],
+  CT_FLEET_WORKER_SECRETS: ['fleet.worker_secrets', 'string'],
   CT_FLEET_MAX_WORKERS: ['fleet.max_workers', 'number'],
   CT_FLEET_SAMPLES_PER_WORKER: ['fleet.samples_per_worker', 'number'],
   CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', 'number'],

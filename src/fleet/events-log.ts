@@ -21,7 +21,10 @@ export type FleetEventKind =
   | 'warning'
   | 'stopped'
   | 'merge'
-  | 'teardown';
+  | 'teardown'
+  // SSM parameter names only, never values.
+  | 'secrets_stored'
+  | 'secrets_deleted';
 
 export class FleetEventsLog {
   readonly path: string;

@@ -37,9 +37,21 @@ export function parseWorkersSpec(value: string): WorkersSpec {
   throw new ConfigError(`--workers ${value}: expected local:N (N from 1 to 999 worker processes on this machine), external, or ec2`);
 }
 
-/** The command a worker runs for this fleet. */
-export function workerCommandLine(fleetId: string, region: string, concurrency?: number): string[] {
-  return ['fleet', 'worker', '--fleet', fleetId, '--region', region, ...(concurrency !== undefined ? ['--concurrency', String(concurrency)] : [])];
+/**
+ * The command a worker runs for this fleet. It carries no secret: a worker elsewhere reads the
+ * fleet's SSM parameters; `secrets: 'env'` (local workers) makes it use only its environment.
+ */
+export function workerCommandLine(fleetId: string, region: string, o: { concurrency?: number; secrets?: 'env' } = {}): string[] {
+  return [
+    'fleet',
+    'worker',
+    '--fleet',
+    fleetId,
+    '--region',
+    region,
+    ...(o.concurrency !== undefined ? ['--concurrency', String(o.concurrency)] : []),
+    ...(o.secrets ? ['--secrets', o.secrets] : []),
+  ];
 }
 
 /** The package's `ct` entry point (bin/ct.js), run with this Node. */
@@ -51,7 +63,7 @@ export interface LocalLauncherOptions {
   concurrency: number;
   /** Workers run here (relative policy paths and settings resolve as for the controller). */
   cwd: string;
-  /** The controller's environment: AWS settings, API keys and CT_* reach workers this way only. */
+  /** The controller's environment: AWS settings, API keys and CT_* reach workers this way only (no SSM). */
   env: NodeJS.ProcessEnv;
   /** Each worker's stdout and stderr go to `<logDir>/worker-<n>.log`. */
   logDir: string;
@@ -72,7 +84,7 @@ export class LocalLauncher implements FleetLauncher {
     for (let i = 0; i < count; i++) {
       const name = `local-${++this.started}`;
       const out = createWriteStream(join(this.o.logDir, `worker-${this.started}.log`), { flags: 'a' });
-      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, this.o.concurrency)], {
+      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env' })], {
         cwd: this.o.cwd,
         env: { ...this.o.env, CT_WORKER_NAME: name },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -133,7 +145,7 @@ export class LocalLauncher implements FleetLauncher {
   }
 
   workerCommand(): string {
-    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, this.o.concurrency).join(' ')}`;
+    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env' }).join(' ')}`;
   }
 }
 

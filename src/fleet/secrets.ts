@@ -83,15 +83,26 @@ export async function readFleetSecrets(ssm: SSMClient, prefix: string, fleetId: 
   return out;
 }
 
-/** Deletes every parameter under the fleet's secrets path; returns the names deleted. */
-export async function deleteFleetSecrets(ssm: SSMClient, prefix: string, fleetId: string): Promise<string[]> {
+/**
+ * Makes the fleet's parameters exactly `secrets` (a resumed fleet gets this controller's values,
+ * and a key no longer set here is removed); returns the parameter names stored.
+ */
+export async function replaceFleetSecrets(ssm: SSMClient, prefix: string, fleetId: string, secrets: Record<string, string>): Promise<string[]> {
+  const stored = await putFleetSecrets(ssm, prefix, fleetId, secrets);
+  const keep = new Set(stored);
+  await deleteFleetSecrets(ssm, prefix, fleetId, (name) => !keep.has(name));
+  return stored;
+}
+
+/** Deletes the parameters under the fleet's secrets path (those `which` selects, default all); returns the names deleted. */
+export async function deleteFleetSecrets(ssm: SSMClient, prefix: string, fleetId: string, which: (name: string) => boolean = () => true): Promise<string[]> {
   const path = fleetSecretsPath(prefix, fleetId);
   const names: string[] = [];
   try {
     let NextToken: string | undefined;
     do {
       const r = await ssm.send(new GetParametersByPathCommand({ Path: path, Recursive: true, NextToken }));
-      for (const p of r.Parameters ?? []) if (p.Name) names.push(p.Name);
+      for (const p of r.Parameters ?? []) if (p.Name && which(p.Name)) names.push(p.Name);
       NextToken = r.NextToken;
     } while (NextToken);
     for (let i = 0; i < names.length; i += DELETE_BATCH) {
