@@ -3,11 +3,14 @@
  * fleet id, read back by a worker, replaced on resume, deleted at the end, never quoted in errors.
  */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { GetParameterCommand, ListTagsForResourceCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { configSchema } from '../../src/config/config.js';
 import { CloudError, ConfigError } from '../../src/errors.js';
-import { deleteFleetSecrets, fleetSecretsFromConfig, fleetSecretsPath, putFleetSecrets, readFleetSecrets } from '../../src/fleet/secrets.js';
+import { deleteFleetSecrets, fleetSecretsFromConfig, fleetSecretsPath, putFleetSecrets, readFleetSecrets, replaceFleetSecrets } from '../../src/fleet/secrets.js';
+import { takeFleetSecrets } from '../../src/fleet/worker-secrets.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -66,5 +69,46 @@ describe('fleet secrets in SSM', () => {
     assert.equal(fleetSecretsPath('linuxbench/fleet', 'abc'), '/linuxbench/fleet/abc/');
     const config = configSchema.parse({ models: { anthropic: { api_key: 'a' } }, git: { token: 'g' } });
     assert.deepEqual(fleetSecretsFromConfig(config), { ANTHROPIC_API_KEY: 'a', GITHUB_TOKEN: 'g' });
+  });
+
+  test('a resumed controller replaces the set: new values stored, a key no longer set here removed', async () => {
+    await putFleetSecrets(ssm, PREFIX, 'fleet7', { ANTHROPIC_API_KEY: 'old', OPENAI_API_KEY: 'gone-now' });
+    assert.deepEqual(await replaceFleetSecrets(ssm, PREFIX, 'fleet7', { ANTHROPIC_API_KEY: 'new' }), ['/ct-test/fleet/fleet7/ANTHROPIC_API_KEY']);
+    assert.deepEqual(await readFleetSecrets(ssm, PREFIX, 'fleet7'), { ANTHROPIC_API_KEY: 'new' });
+  });
+
+  test("a worker takes the fleet's keys it does not set itself; its own values win", async () => {
+    await putFleetSecrets(ssm, PREFIX, 'fleet8', { ANTHROPIC_API_KEY: 'from-ssm-a', OPENAI_API_KEY: 'from-ssm-o', GITHUB_TOKEN: 'from-ssm-g' });
+    const env: NodeJS.ProcessEnv = { OPENAI_API_KEY: 'worker-env' };
+    // GITHUB_TOKEN set by the worker's own config (.env or ct.config.yml), not its environment.
+    const got = await takeFleetSecrets(ssm, PREFIX, 'fleet8', { GITHUB_TOKEN: 'worker-config' }, env);
+    assert.deepEqual(got, { taken: ['ANTHROPIC_API_KEY'], kept: ['GITHUB_TOKEN', 'OPENAI_API_KEY'] });
+    assert.deepEqual(env, { OPENAI_API_KEY: 'worker-env', ANTHROPIC_API_KEY: 'from-ssm-a' });
+    assert.deepEqual(await takeFleetSecrets(ssm, PREFIX, 'no-such-fleet', {}, {}), { taken: [], kept: [] }, 'a fleet without secrets is fine');
+  });
+
+  test('a worker that may not read the parameters is told what permission it needs, or to use --secrets env', async () => {
+    // moto does not enforce IAM: a loopback server answers as SSM does to a role without the permission.
+    const denied = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1', 'x-amzn-errortype': 'AccessDeniedException' });
+        res.end(JSON.stringify({ __type: 'AccessDeniedException', message: 'User is not authorized to perform: ssm:GetParametersByPath' }));
+      });
+    });
+    await new Promise<void>((resolve) => denied.listen(0, '127.0.0.1', resolve));
+    const endpoint = `http://127.0.0.1:${(denied.address() as AddressInfo).port}`;
+    const client = new SSMClient({ region: 'us-east-1', endpoint, credentials: { accessKeyId: 'testing', secretAccessKey: 'testing' }, maxAttempts: 1 });
+    try {
+      await assert.rejects(takeFleetSecrets(client, PREFIX, 'fleet9', {}, {}), (e: unknown) => {
+        assert.ok(e instanceof CloudError, String(e));
+        assert.equal(e.retryable, false);
+        assert.match(e.message, /AccessDenied.*ssm:GetParametersByPath \(and kms:Decrypt\) on \/ct-test\/fleet\/fleet9\/\*; or start it with --secrets env/);
+        return true;
+      });
+    } finally {
+      client.destroy();
+      denied.close();
+    }
   });
 });
