@@ -153,6 +153,12 @@ export const configSchema = z.object({
       docker_org_name_parameter: z.string().default('/linuxbench/docker-org-name'),
       docker_org_pat_parameter: z.string().default('/linuxbench/docker-org-pat'),
       /**
+       * Registry credentials passed straight to workers (instead of the parameters above) as fleet
+       * secrets, never on a command line; DOCKER_ORG_NAME / DOCKER_ORG_PAT. Unset by default.
+       */
+      docker_org_name: z.string().min(1).optional(),
+      docker_org_pat: z.string().min(1).optional(),
+      /**
        * Where a fleet's secrets (API keys, git token) go as SecureString parameters
        * `{prefix}{fleet id}/NAME`, never in user-data; CT_FLEET_SECRETS_PREFIX. SSM names take
        * letters, digits and `_.-/`, and reserve names starting with `aws` or `ssm`.
@@ -306,6 +312,8 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_AMI_PARAMETER: ['fleet.ami_parameter', 'string'],
   DOCKER_ORG_NAME_SSM_PARAM: ['fleet.docker_org_name_parameter', 'string'],
   DOCKER_ORG_PAT_SSM_PARAM: ['fleet.docker_org_pat_parameter', 'string'],
+  DOCKER_ORG_NAME: ['fleet.docker_org_name', 'string'],
+  DOCKER_ORG_PAT: ['fleet.docker_org_pat', 'string'],
   CT_FLEET_SECRETS_PREFIX: ['fleet.secrets_prefix', 'string'],
   CT_FLEET_WORKER_SECRETS: ['fleet.worker_secrets', 'string'],
   CT_FLEET_MAX_WORKERS: ['fleet.max_workers', 'number'],

@@ -24,14 +24,15 @@ export function fleetSecretsPath(prefix: string, fleetId: string): string {
 }
 
 /** The secrets a worker needs, by environment variable name, from the compiled config (unset ones left out). */
-export function fleetSecretsFromConfig(config: Config, docker?: { name?: string; pat?: string }): Record<string, string> {
+export function fleetSecretsFromConfig(config: Pick<Config, 'models' | 'git' | 'fleet'>): Record<string, string> {
   const all: Record<string, string | undefined> = {
     ANTHROPIC_API_KEY: config.models.anthropic.api_key,
     OPENAI_API_KEY: config.models.openai.api_key,
     // Workers pull private settings with it (`ct settings pull`).
     GITHUB_TOKEN: config.git.token,
-    DOCKER_ORG_NAME: docker?.name,
-    DOCKER_ORG_PAT: docker?.pat,
+    // Private environment images (the spec's pass-through of DOCKER_ORG_NAME / DOCKER_ORG_PAT).
+    DOCKER_ORG_NAME: config.fleet.docker_org_name,
+    DOCKER_ORG_PAT: config.fleet.docker_org_pat,
   };
   return Object.fromEntries(Object.entries(all).filter((e): e is [string, string] => Boolean(e[1])));
 }

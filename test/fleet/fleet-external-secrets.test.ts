@@ -22,8 +22,13 @@ import { git } from '../settings/helpers/git-fixtures.js';
 
 const PREFIX = '/ct-test/fleet/';
 const SECRET = `sk-ant-fleet-${Math.random().toString(36).slice(2)}-secret`;
+/** A registry token passed through the same way (the spec's DOCKER_ORG_NAME / DOCKER_ORG_PAT). */
+const PAT = `dckr_pat_${Math.random().toString(36).slice(2)}`;
+const NAMES = ['ANTHROPIC_API_KEY', 'DOCKER_ORG_NAME', 'DOCKER_ORG_PAT'];
+/** True when `text` holds a secret value. */
+const leaks = (text: string) => text.includes(SECRET) || text.includes(PAT);
 /** The names a worker could otherwise take a key from. */
-const KEY_VARS = ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN'];
+const KEY_VARS = ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'DOCKER_ORG_NAME', 'DOCKER_ORG_PAT'];
 
 const RUN = ['run', 'eval', '--fleet', '--workers', 'external', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'honest', '-p', 'model=haiku', '-p', 'max_steps=3', '--epochs', '2', '--max-samples', '2'];
 
@@ -32,7 +37,7 @@ const ZIP_GREP = `
 import json, sys, zipfile
 a = json.load(sys.stdin)
 z = zipfile.ZipFile(a["path"])
-print(json.dumps([n for n in z.namelist() if a["needle"].encode() in z.read(n)]))
+print(json.dumps([n for n in z.namelist() if any(s.encode() in z.read(n) for s in a["needles"])]))
 `;
 
 describe('fleet secrets reach external workers through SSM only', () => {
@@ -62,7 +67,10 @@ describe('fleet secrets reach external workers through SSM only', () => {
 
   /** The controller's environment: the key, the fake model API, moto. */
   const controllerEnv = (extra: Record<string, string> = {}) =>
-    withoutKeys(fleetEnv(moto, dirs, { ANTHROPIC_API_KEY: SECRET, ANTHROPIC_BASE_URL: model.anthropicBaseUrl, CT_FLEET_SECRETS_PREFIX: PREFIX, ...extra }), ['ANTHROPIC_API_KEY']);
+    withoutKeys(
+      fleetEnv(moto, dirs, { ANTHROPIC_API_KEY: SECRET, DOCKER_ORG_NAME: 'ct-test-org', DOCKER_ORG_PAT: PAT, ANTHROPIC_BASE_URL: model.anthropicBaseUrl, CT_FLEET_SECRETS_PREFIX: PREFIX, ...extra }),
+      NAMES,
+    );
 
   test('the worker takes the key from SSM; it is nowhere else, and the parameters go when the fleet completes', async () => {
     const controller = startCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: controllerEnv() });
@@ -73,8 +81,8 @@ describe('fleet secrets reach external workers through SSM only', () => {
     const shown = await waitForOutput(controller, (t) => /start workers on your machines with:\n\s+ct fleet worker.*\n/.test(t), 120_000);
     const command = /start workers on your machines with:\n\s+(ct fleet worker[^\n]*)/.exec(shown)![1]!.trim();
     const fleetId = /--fleet (\S+)/.exec(command)![1]!;
-    assert.match(shown, new RegExp(`secrets: ANTHROPIC_API_KEY reach workers as SSM SecureString parameters under ${PREFIX}${fleetId}/`));
-    assert.ok(!command.includes(SECRET) && !/--secrets/.test(command), command);
+    assert.match(shown, new RegExp(`secrets: ANTHROPIC_API_KEY, DOCKER_ORG_NAME, DOCKER_ORG_PAT reach workers as SSM SecureString parameters under ${PREFIX}${fleetId}/`));
+    assert.ok(!leaks(command) && !/--secrets/.test(command), command);
 
     // Before any worker runs: the parameter, its type and tag; the manifest and the queued messages.
     const ssm = new SSMClient(aws());
@@ -83,47 +91,52 @@ describe('fleet secrets reach external workers through SSM only', () => {
     try {
       const params = (await ssm.send(new GetParametersByPathCommand({ Path: `${PREFIX}${fleetId}/`, WithDecryption: true }))).Parameters ?? [];
       assert.deepEqual(
-        params.map((p) => [p.Name, p.Type, p.Value]),
-        [[`${PREFIX}${fleetId}/ANTHROPIC_API_KEY`, 'SecureString', SECRET]],
+        params.map((p) => [p.Name, p.Type, p.Value]).sort(),
+        [
+          [`${PREFIX}${fleetId}/ANTHROPIC_API_KEY`, 'SecureString', SECRET],
+          [`${PREFIX}${fleetId}/DOCKER_ORG_NAME`, 'SecureString', 'ct-test-org'],
+          [`${PREFIX}${fleetId}/DOCKER_ORG_PAT`, 'SecureString', PAT],
+        ],
       );
       const tags = await ssm.send(new ListTagsForResourceCommand({ ResourceType: 'Parameter', ResourceId: `${PREFIX}${fleetId}/ANTHROPIC_API_KEY` }));
       assert.deepEqual(tags.TagList, [{ Key: 'FleetId', Value: fleetId }]);
       const manifest = await (await s3.send(new GetObjectCommand({ Bucket: 'lb-fleet-results-migrated', Key: `${fleetId}/manifest.json` }))).Body!.transformToString();
       assert.match(manifest, /"honest"/);
-      assert.ok(!manifest.includes(SECRET), 'the manifest holds no key');
+      assert.ok(!leaks(manifest), 'the manifest holds no key');
       const QueueUrl = (await sqs.send(new GetQueueUrlCommand({ QueueName: `lb-fleet-${fleetId}-work` }))).QueueUrl!;
       // Visibility 0: the peek leaves the jobs for the worker.
       const peeked = (await sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 0 }))).Messages ?? [];
       assert.ok(peeked.length >= 1, 'jobs are queued');
-      for (const m of peeked) assert.ok(!m.Body!.includes(SECRET) && !m.Body!.includes('ANTHROPIC_API_KEY'), m.Body);
+      for (const m of peeked) assert.ok(!leaks(m.Body!) && !m.Body!.includes('ANTHROPIC_API_KEY'), m.Body);
 
       // The user's worker: no key of its own, only the model API's address (and the fleet's AWS).
       const workerEnv = withoutKeys(fleetEnv(moto, dirs, { ANTHROPIC_BASE_URL: model.anthropicBaseUrl, CT_FLEET_SECRETS_PREFIX: PREFIX }), []);
       const worker = await runCt(command.split(' ').slice(1), { cwd: dirs.work, env: workerEnv, timeoutMs: 180_000 });
       assert.equal(worker.code, 0, worker.stderr);
-      assert.match(worker.stderr, /fleet secrets from SSM: ANTHROPIC_API_KEY/);
-      assert.ok(!(worker.stdout + worker.stderr).includes(SECRET), 'the worker never prints the key');
+      assert.match(worker.stderr, /fleet secrets from SSM: ANTHROPIC_API_KEY, DOCKER_ORG_NAME, DOCKER_ORG_PAT\n/);
+      assert.ok(!leaks(worker.stdout + worker.stderr), 'the worker never prints the key');
 
       const code = await exited;
       assert.equal(code, 0, controllerOut);
       assert.match(controllerOut, /2 job\(s\) enqueued, 0 worker\(s\) launched/);
       assert.match(controllerOut, /success: 2 sample\(s\)/);
-      assert.ok(!controllerOut.includes(SECRET), 'the controller never prints the key');
+      assert.ok(!leaks(controllerOut), 'the controller never prints the key');
 
       // The model API saw the key from SSM on every call.
       assert.ok(model.requests.length >= 2, `${model.requests.length} model call(s)`);
       for (const r of model.requests) assert.ok(r.headers['x-api-key'] === SECRET || r.headers.authorization === `Bearer ${SECRET}`, JSON.stringify(r.headers));
 
       const eventsText = readFileSync(join(logDir, 'fleet', fleetId, 'events.jsonl'), 'utf8');
-      assert.ok(!eventsText.includes(SECRET), 'events.jsonl holds no key');
+      assert.ok(!leaks(eventsText), 'events.jsonl holds no key');
       const events = readEvents(eventsText);
       const stored = events.find((e) => e.event === 'secrets_stored');
       const deleted = events.find((e) => e.event === 'secrets_deleted');
-      assert.deepEqual(stored?.parameters, [`${PREFIX}${fleetId}/ANTHROPIC_API_KEY`]);
-      assert.deepEqual(deleted?.parameters, [`${PREFIX}${fleetId}/ANTHROPIC_API_KEY`]);
+      const parameters = NAMES.map((n) => `${PREFIX}${fleetId}/${n}`);
+      assert.deepEqual([...(stored?.parameters as string[])].sort(), parameters);
+      assert.deepEqual([...(deleted?.parameters as string[])].sort(), parameters);
       assert.ok(events.findIndex((e) => e.event === 'secrets_stored') < events.findIndex((e) => e.event === 'enqueue'), 'stored before any job is queued');
 
-      assert.deepEqual(await runPython(ZIP_GREP, { path: onlyLog(logDir), needle: SECRET }), [], 'the merged log holds no key');
+      assert.deepEqual(await runPython(ZIP_GREP, { path: onlyLog(logDir), needles: [SECRET, PAT] }), [], 'the merged log holds no key');
       const left = (await ssm.send(new GetParametersByPathCommand({ Path: PREFIX, Recursive: true }))).Parameters ?? [];
       assert.deepEqual(left, [], 'the parameters are deleted when the fleet completes');
       assert.deepEqual((await motoContents(moto)).queues, []);
@@ -149,7 +162,7 @@ describe('fleet secrets reach external workers through SSM only', () => {
     const r = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: controllerEnv({ AWS_ENDPOINT_URL_SSM: 'http://127.0.0.1:9' }) });
     assert.notEqual(r.code, 0, r.stderr);
     assert.match(r.stderr, /storing fleet secret \/ct-test\/fleet\/\w+\/ANTHROPIC_API_KEY in SSM/);
-    assert.ok(!(r.stdout + r.stderr).includes(SECRET));
+    assert.ok(!leaks(r.stdout + r.stderr));
     assert.deepEqual((await motoContents(moto)).queues, [], 'no queue, no job');
   });
 });

@@ -69,6 +69,8 @@ describe('fleet secrets in SSM', () => {
     assert.equal(fleetSecretsPath('linuxbench/fleet', 'abc'), '/linuxbench/fleet/abc/');
     const config = configSchema.parse({ models: { anthropic: { api_key: 'a' } }, git: { token: 'g' } });
     assert.deepEqual(fleetSecretsFromConfig(config), { ANTHROPIC_API_KEY: 'a', GITHUB_TOKEN: 'g' });
+    const docker = configSchema.parse({ models: { openai: { api_key: 'o' } }, fleet: { docker_org_name: 'org', docker_org_pat: 'pat' } });
+    assert.deepEqual(fleetSecretsFromConfig(docker), { OPENAI_API_KEY: 'o', DOCKER_ORG_NAME: 'org', DOCKER_ORG_PAT: 'pat' });
   });
 
   test('a resumed controller replaces the set: new values stored, a key no longer set here removed', async () => {
