@@ -32,7 +32,7 @@ export function addFleetOptions(cmd: Command): Command {
   return cmd
     .option('--fleet', 'run on a fleet of workers fed by an SQS queue, results in S3 (see --workers)')
     .option('--ec2', 'fleet mode with EC2 workers (= --fleet --workers ec2)')
-    .option('--workers <kind>', 'with --fleet: local:N (N worker processes here), external (you start them), ec2 (default)')
+    .option('--workers <kind>', 'with --fleet: local:N (N worker processes here, sharing this environment), external (you start them; API keys reach them through SSM), ec2 (default)')
     .option('--max-workers <n>', 'with --fleet: workers at most (default 10, CT_FLEET_MAX_WORKERS)', positiveInt)
     .option('--estimate', 'with --fleet: print the jobs, workers, time and cost, then exit without starting anything')
     .option('-y, --yes', 'with --fleet: start without asking (needed when there is no terminal)')
