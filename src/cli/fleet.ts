@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
+import { settingsGitRunner } from '../tasks/settings-git.js';
 import { positiveInt } from './parse.js';
 import { ctVersion } from './version.js';
 
@@ -27,7 +28,9 @@ export function registerFleetCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nExample:\n  ct fleet worker --fleet 3f9c0d6a1b2c --region us-east-1 --concurrency 4\n' +
-        '\nNeeds Docker, AWS credentials (the usual AWS_* variables or a profile) and the settings the fleet uses.\n' +
+        '\nNeeds Docker and AWS credentials (the usual AWS_* variables or a profile). Before taking jobs it fetches each\n' +
+        "setting at the commit the fleet pinned into <state_dir>/fleet/settings (git credentials as for `ct settings pull`:\n" +
+        'GH_TOKEN with git.token_hosts, SSH keys, credential helpers); if it cannot, it exits non-zero and the jobs stay queued.\n' +
         'Stops when the controller deleted the fleet\'s queues, or after fleet.idle_polls empty polls in a row\n' +
         '(CT_FLEET_IDLE_POLLS) with nothing running and nothing queued. On SIGTERM or Ctrl-C it takes no more jobs,\n' +
         'hands back what it had not started, cancels running samples and hands their jobs back (exit 143 on SIGTERM,\n130 on Ctrl-C);\n' +
@@ -67,6 +70,7 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
       workerName: config.fleet.worker_name ?? `${hostname()}-${process.pid}`,
       version: ctVersion(),
       cwd: process.cwd(),
+      git: settingsGitRunner(config, process.env),
       log,
     });
     return result.exitCode;
