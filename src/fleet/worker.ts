@@ -122,13 +122,10 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const catalog = new SettingsCatalog(settingsCacheDir(config), await fetchPinnedSettings(manifest.settings, { cacheDir: settingsCacheDir(config), git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
   if (manifest.sandbox.worker_setup) await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
-  const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
-    models: new ModelRegistry(config.models),
-    cwd: o.cwd,
-    importRoots: [o.cwd, ...extraRoots.roots],
-  });
+  const importRoots = [o.cwd, ...extraRoots.roots];
+  const policy = await createPolicy(manifest.policy.name, manifest.policy.args, { models: new ModelRegistry(config.models), cwd: o.cwd, importRoots });
   const concurrency = o.concurrency ?? manifest.samples_per_worker;
-  const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, note: o.log, handleSignals: o.handleSignals ?? true });
+  const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
   const header = fleetLogHeader(manifest, o.version);
   const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 };
