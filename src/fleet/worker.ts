@@ -23,6 +23,9 @@
  * - First SIGTERM/SIGINT: no new receives; messages taken but not started are released
  *   (visibility 0); running samples are cancelled, their sandboxes removed, their messages
  *   released. Second: release everything held, tear down, exit.
+ * - Before taking any job it fetches every setting the manifest pins, at the pinned commit
+ *   (`settings-fetch.ts`), and reads tasks only from those checkouts; if it cannot, it exits
+ *   with the error and the jobs stay queued for workers that can.
  * - It stops with 0 when the work is done: its queue is gone (the controller finished), or
  *   `idle_polls` polls in a row found nothing while nothing ran and the queue held nothing,
  *   visible or in flight.
@@ -119,11 +122,16 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     return { stopped: 'fleet-gone', exitCode: 0, jobs: { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 } };
   }
   // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
-  const catalog = new SettingsCatalog(settingsCacheDir(config), await fetchPinnedSettings(manifest.settings, { cacheDir: settingsCacheDir(config), git: o.git, cwd: o.cwd, log: o.log }));
+  const cacheDir = settingsCacheDir(config);
+  const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
   if (manifest.sandbox.worker_setup) await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
   const importRoots = [o.cwd, ...extraRoots.roots];
-  const policy = await createPolicy(manifest.policy.name, manifest.policy.args, { models: new ModelRegistry(config.models), cwd: o.cwd, importRoots });
+  const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
+    models: new ModelRegistry(config.models),
+    cwd: o.cwd,
+    importRoots,
+  });
   const concurrency = o.concurrency ?? manifest.samples_per_worker;
   const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
