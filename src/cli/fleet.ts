@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
+import { settingsGitRunner } from '../tasks/settings-git.js';
 import { positiveInt } from './parse.js';
 import { ctVersion } from './version.js';
 
@@ -31,7 +32,9 @@ export function registerFleetCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nExample:\n  ct fleet worker --fleet 3f9c0d6a1b2c --region us-east-1 --concurrency 4\n' +
-        '\nNeeds Docker, AWS credentials (the usual AWS_* variables or a profile) and the settings the fleet uses.\n' +
+        '\nNeeds Docker and AWS credentials (the usual AWS_* variables or a profile). Before taking jobs it fetches each\n' +
+        "setting at the commit the fleet pinned into <state_dir>/fleet/settings (git credentials as for `ct settings pull`:\n" +
+        'GH_TOKEN with git.token_hosts, SSH keys, credential helpers); if it cannot, it exits non-zero and the jobs stay queued.\n' +
         "Model API keys and the git token come from the fleet's SSM SecureString parameters (the controller stores\n" +
         'them under fleet.secrets_prefix/<fleet id>/ and deletes them when the fleet ends); a key this machine sets\n' +
         'itself (environment, .env or config) wins. `local:` workers run with --secrets env and need no SSM access.\n' +
@@ -89,6 +92,7 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
       workerName: config.fleet.worker_name ?? `${hostname()}-${process.pid}`,
       version: ctVersion(),
       cwd: process.cwd(),
+      git: settingsGitRunner(config, process.env),
       log,
     });
     return result.exitCode;

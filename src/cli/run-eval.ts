@@ -154,7 +154,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   checkNoFleetFlags(flags);
 
   const progress = createProgress(process.stderr, flags.quiet);
-  const session = await RunSession.open({ config, sandbox: flags.sandbox, note: (m) => progress.note(m) });
+  const session = await RunSession.open({ config, sandbox: flags.sandbox, importRoots, note: (m) => progress.note(m) });
   let result: RunEvalResult;
   try {
     result = await runEval({

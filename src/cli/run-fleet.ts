@@ -3,7 +3,7 @@
  * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
  */
 import { rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
@@ -102,6 +102,10 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { resolveExtraSrc, packExtraSrc, extraSrcHash, resolveWorkerSetup } = await import('../fleet/extra-src.js');
   const trees = resolveExtraSrc(flags.extraSrc, process.cwd());
   const workerSetup = flags.workerSetup !== undefined ? resolveWorkerSetup(flags.workerSetup, trees) : undefined;
+  // A `module:export` sandbox must load here from the same roots workers import it from (the
+  // policy was checked the same way); the provider itself is only built on workers.
+  const { isExternalSandboxSpec, loadSandboxExport } = await import('../sandbox/external-provider.js');
+  if (isExternalSandboxSpec(flags.sandbox)) await loadSandboxExport(flags.sandbox, [process.cwd(), ...flags.extraSrc.map((d) => resolve(d))]);
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
   const packed = trees.map(packExtraSrc);

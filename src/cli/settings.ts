@@ -4,7 +4,8 @@ import { join, relative } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config/config.js';
 import { ConfigError, CtError, GitError, errorMessage } from '../errors.js';
-import { GitRunner } from '../tasks/git-runner.js';
+import type { GitRunner } from '../tasks/git-runner.js';
+import { settingsGitRunner } from '../tasks/settings-git.js';
 import { LOCK_FILE, SettingsLock } from '../tasks/settings-lock.js';
 import { describeChanges, pullSetting, type PullRequest, type PullResult } from '../tasks/settings-pull.js';
 import {
@@ -30,16 +31,7 @@ interface Context {
 function context(): Context {
   const root = process.cwd();
   const config = loadConfig({ cwd: root, env: process.env });
-  const token = config.git.token;
-  const git = new GitRunner({
-    timeoutSeconds: config.git.timeout,
-    env: process.env,
-    credentials: token
-      ? config.git.token_hosts.map((prefix) => ({ prefix: prefix.replace(/\/+$/, ''), username: 'x-access-token', password: token }))
-      : [],
-    secrets: token ? [token] : [],
-  });
-  return { root, config, git, registry: new SettingsRegistry(config, root) };
+  return { root, config, git: settingsGitRunner(config, process.env), registry: new SettingsRegistry(config, root) };
 }
 
 export function registerSettingsCommands(program: Command): void {

@@ -37,6 +37,8 @@ export interface RunSessionOptions {
    * runs no samples itself (a fleet controller): then there is no provider and no sweep.
    */
   sandbox?: string;
+  /** Where a `module:export` sandbox is looked up (the working directory, then `--extra-src` trees). */
+  importRoots?: string[];
   /** One-off console lines (stop messages, sandbox notices, leftovers swept). */
   note: (text: string) => void;
   /** What the first SIGINT/SIGTERM does (default 'cancel'): stop running samples, or let them finish ('drain'). */
@@ -87,7 +89,7 @@ export class RunSession {
       noted.add(m);
       options.note(m);
     };
-    const provider = options.sandbox ? await createProvider(options.sandbox, { config: options.config, runId, registry, onNotice }) : undefined;
+    const provider = options.sandbox ? await createProvider(options.sandbox, { config: options.config, runId, registry, onNotice, ...(options.importRoots ? { importRoots: options.importRoots } : {}) }) : undefined;
     await provider?.preflight?.();
     registry.register(runId);
     const session = new RunSession(options, runId, registry, provider);

@@ -46,7 +46,7 @@ export function jobsOf(samples: readonly Sample[], epochs: number): Job[] {
 export function pinLocalSettings(config: Config, names: readonly string[]): ManifestSetting[] {
   return [...new Set(names)].sort().map((name) => {
     const dir = join(config.settings_dir, name);
-    return { name, repo: dir, commit: gitHead(dir) ?? folderHash(dir) };
+    return { name, repo: dir, commit: gitHead(dir) ?? folderHash(dir), local_folder: true };
   });
 }
 

@@ -46,6 +46,11 @@ export const manifestSettingSchema = z.object({
   commit: z.string().regex(GIT_SHA, 'not a full commit hash'),
   /** Only these environments are checked out; all when absent. */
   envs: z.array(z.string().min(1)).optional(),
+  /**
+   * A folder on the controller's machine, neither registered nor locked (`repo` is its path,
+   * `commit` a hash of its content): read in place by `local:` workers, never fetched.
+   */
+  local_folder: z.literal(true).optional(),
 });
 export type ManifestSetting = z.infer<typeof manifestSettingSchema>;
 

@@ -23,6 +23,9 @@
  * - First SIGTERM/SIGINT: no new receives; messages taken but not started are released
  *   (visibility 0); running samples are cancelled, their sandboxes removed, their messages
  *   released. Second: release everything held, tear down, exit.
+ * - Before taking any job it fetches every setting the manifest pins, at the pinned commit
+ *   (`settings-fetch.ts`), and reads tasks only from those checkouts; if it cannot, it exits
+ *   with the error and the jobs stay queued for workers that can.
  * - It stops with 0 when the work is done: its queue is gone (the controller finished), or
  *   `idle_polls` polls in a row found nothing while nothing ran and the queue held nothing,
  *   visible or in flight.
@@ -41,8 +44,10 @@ import type { EvalSample } from '../log/types.js';
 import { ModelRegistry } from '../models/model-registry.js';
 import { createPolicy } from '../policies/registry.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
+import type { GitRunner } from '../tasks/git-runner.js';
 import type { Sample } from '../tasks/types.js';
 import { fleetLogHeader, oneSampleLog } from './one-sample-log.js';
+import { fetchPinnedSettings, settingsCacheDir } from './settings-fetch.js';
 import { PROTOCOL_VERSION, type DoneMessage, type Job, type JobMessage, type Manifest } from './protocol.js';
 import type { Delivery, JobQueue, ResultStore } from './types.js';
 
@@ -58,6 +63,8 @@ export interface WorkerOptions {
   version: string;
   /** Relative paths (policy arguments, modules) are from here. */
   cwd: string;
+  /** Fetches the pinned settings (settingsGitRunner: the credentials `ct settings pull` uses). */
+  git: GitRunner;
   /** One line per event, for stderr. */
   log: (line: string) => void;
   /** Listen for SIGINT/SIGTERM (default true; in-process tests stop through `stop`). */
@@ -114,17 +121,20 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     o.log(`the queues of fleet ${manifest.fleet_id} are gone (the controller finished the fleet); nothing to do`);
     return { stopped: 'fleet-gone', exitCode: 0, jobs: { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 } };
   }
+  // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
+  const cacheDir = settingsCacheDir(config);
+  const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
   if (manifest.sandbox.worker_setup) await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
+  const importRoots = [o.cwd, ...extraRoots.roots];
   const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
     models: new ModelRegistry(config.models),
     cwd: o.cwd,
-    importRoots: [o.cwd, ...extraRoots.roots],
+    importRoots,
   });
   const concurrency = o.concurrency ?? manifest.samples_per_worker;
-  const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, note: o.log, handleSignals: o.handleSignals ?? true });
+  const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
-  const catalog = new SettingsCatalog(config.settings_dir);
   const header = fleetLogHeader(manifest, o.version);
   const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 };
   const held = new Map<string, Delivery<JobMessage>>();
@@ -379,7 +389,7 @@ async function runWorkerSetup(dir: string, path: string, log: (line: string) => 
   }
 }
 
-/** The job's sample from this machine's settings. */
+/** The job's sample from the settings the manifest pins. */
 function resolveSample(catalog: SettingsCatalog, job: Job): Sample {
   const env = catalog.resolve(`${job.setting}:${job.env}`);
   const main = env.mainTasks.get(job.main_task);

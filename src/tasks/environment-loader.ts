@@ -19,14 +19,22 @@ export const mainInfoSchema = z.object({
 
 export const sideInfoSchema = z.object({ scorer: z.string().optional() }).passthrough();
 
-/** Every environment under a settings root, keyed by `setting/env`. Loaded lazily per setting. */
+/**
+ * Every environment under a settings root, keyed by `setting/env`. Loaded lazily per setting.
+ * With `dirs`, the settings are exactly those folders by name (a fleet worker's settings, each
+ * pulled at its pinned commit), and `root` only names where they live.
+ */
 export class SettingsCatalog {
   private readonly cache = new Map<string, Environment>();
 
-  constructor(readonly root: string) {}
+  constructor(
+    readonly root: string,
+    private readonly dirs?: ReadonlyMap<string, string>,
+  ) {}
 
   /** Setting folders under the root. */
   settings(): string[] {
+    if (this.dirs) return [...this.dirs.keys()].sort();
     if (!existsSync(this.root)) {
       throw new ConfigError(
         `settings folder ${this.root} does not exist; pull a setting (\`ct settings pull NAME\`) or point CT_SETTINGS_DIR at one`,
@@ -41,8 +49,8 @@ export class SettingsCatalog {
   listEnvironments(): Array<[string, string]> {
     const out: Array<[string, string]> = [];
     for (const s of this.settings()) {
-      for (const e of readdirSync(join(this.root, s)).sort()) {
-        if (existsSync(join(this.root, s, e, 'codebase'))) out.push([s, e]);
+      for (const e of readdirSync(this.dirOf(s)).sort()) {
+        if (existsSync(join(this.dirOf(s), e, 'codebase'))) out.push([s, e]);
       }
     }
     return out;
@@ -69,7 +77,7 @@ export class SettingsCatalog {
     const key = `${setting}/${env}`;
     let e = this.cache.get(key);
     if (!e) {
-      e = loadEnvironment(join(this.root, setting, env), setting);
+      e = loadEnvironment(join(this.dirOf(setting), env), setting);
       this.cache.set(key, e);
     }
     return e;
@@ -79,17 +87,21 @@ export class SettingsCatalog {
   findTaskSet(name: string): string | undefined {
     for (const s of this.settings()) {
       for (const ext of ['.jsonl', '.txt', '']) {
-        const p = join(this.root, s, 'task_sets', name + ext);
+        const p = join(this.dirOf(s), 'task_sets', name + ext);
         if (existsSync(p) && statSync(p).isFile()) return p;
       }
     }
     return undefined;
   }
 
+  private dirOf(setting: string): string {
+    return this.dirs?.get(setting) ?? join(this.root, setting);
+  }
+
   taskSetNames(): string[] {
     const out: string[] = [];
     for (const s of this.settings()) {
-      const d = join(this.root, s, 'task_sets');
+      const d = join(this.dirOf(s), 'task_sets');
       if (isDir(d)) out.push(...readdirSync(d).map((f) => f.replace(/\.(jsonl|txt)$/, '')));
     }
     return out.sort();
