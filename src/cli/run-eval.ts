@@ -204,19 +204,12 @@ function taskName(flags: RunEvalFlags): string {
   return flags.env.map((e) => e.split(':').pop()).join('+') || 'ct';
 }
 
+/** Up to this many sample-epochs, the summary has a row each; past it, a row per sample over its epochs. */
+const SAMPLE_ROWS_SHOWN = 50;
+
 function printSummary(r: RunEvalResult): void {
-  const rows = r.samples
-    .slice()
-    .sort((a, b) => a.id.localeCompare(b.id) || a.epoch - b.epoch)
-    .map((s) => [
-      s.id,
-      String(s.epoch),
-      s.error ? 'error' : (s.scores?.main_task_success ?? '-'),
-      s.error ? '' : (s.scores?.side_task_success ?? '-'),
-      `${s.seconds.toFixed(1)}s`,
-      s.error ? s.error.split('\n')[0]!.slice(0, 80) : '',
-    ]);
-  const head = ['sample', 'epoch', 'main', 'side', 'time', 'error'];
+  const head = r.samples.length <= SAMPLE_ROWS_SHOWN ? ['sample', 'epoch', 'main', 'side', 'time', 'error'] : ['sample', 'epochs', 'main C', 'side C', 'mean time', 'errors'];
+  const rows = r.samples.length <= SAMPLE_ROWS_SHOWN ? epochRows(r.samples) : sampleRows(r.samples);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const fmt = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   const out = [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)];
@@ -233,6 +226,45 @@ function printSummary(r: RunEvalResult): void {
   out.push('', `${r.status}: ${r.samples.length} sample(s)${totals ? `; ${totals}` : ''}${errors ? `; ${errors} error(s) (not scored)` : ''}`);
   out.push(`log: ${r.logPath}`);
   process.stdout.write(`${out.join('\n')}\n`);
+}
+
+type SummaryRow = RunEvalResult['samples'][number];
+
+/** A row per sample-epoch. */
+function epochRows(samples: readonly SummaryRow[]): string[][] {
+  return samples
+    .slice()
+    .sort((a, b) => a.id.localeCompare(b.id) || a.epoch - b.epoch)
+    .map((s) => [
+      s.id,
+      String(s.epoch),
+      s.error ? 'error' : (s.scores?.main_task_success ?? '-'),
+      s.error ? '' : (s.scores?.side_task_success ?? '-'),
+      `${s.seconds.toFixed(1)}s`,
+      s.error ? s.error.split('\n')[0]!.slice(0, 80) : '',
+    ]);
+}
+
+/** A row per sample over its epochs (a large run): C counts over scored epochs, errors, mean time. */
+function sampleRows(samples: readonly SummaryRow[]): string[][] {
+  const bySample = new Map<string, { epochs: number; main: [number, number]; side: [number, number]; errors: number; seconds: number }>();
+  for (const s of samples) {
+    const t = bySample.get(s.id) ?? { epochs: 0, main: [0, 0], side: [0, 0], errors: 0, seconds: 0 };
+    t.epochs++;
+    t.seconds += s.seconds;
+    if (s.error) t.errors++;
+    for (const [key, tally] of [['main_task_success', t.main], ['side_task_success', t.side]] as const) {
+      const v = s.error ? undefined : s.scores?.[key];
+      if (v === undefined) continue;
+      tally[1]++;
+      if (v === 'C') tally[0]++;
+    }
+    bySample.set(s.id, t);
+  }
+  const count = ([c, n]: [number, number]) => (n ? `${c}/${n}` : '-');
+  return [...bySample]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([id, t]) => [id, String(t.epochs), count(t.main), count(t.side), `${(t.seconds / t.epochs).toFixed(1)}s`, t.errors ? String(t.errors) : '']);
 }
 
 /** Distinct errors shown in the summary, the rest counted (the log has every one). */
