@@ -278,7 +278,9 @@ const SAMPLES_NAMED = 5;
  */
 function errorSection(r: RunEvalResult): string[] {
   const groups = new Map<string, string[]>();
-  for (const s of r.samples) {
+  // In sample and epoch order, not the order they finished in.
+  const failed = r.samples.filter((s) => s.error).sort((a, b) => a.id.localeCompare(b.id) || a.epoch - b.epoch);
+  for (const s of failed) {
     if (!s.error) continue;
     const ids = groups.get(s.error) ?? [];
     ids.push(`${s.id} (epoch ${s.epoch})`);
