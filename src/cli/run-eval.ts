@@ -18,6 +18,7 @@ import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
 import { addFleetOptions, checkNoFleetFlags, isFleetRun, runFleetCommand, type FleetFlags } from './run-fleet.js';
+import { scoreTotals } from './score-totals.js';
 import { ctVersion } from './version.js';
 
 interface RunEvalFlags extends FleetFlags {
@@ -214,13 +215,7 @@ function printSummary(r: RunEvalResult): void {
   const fmt = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   const out = [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)];
   const scored = r.samples.filter((s) => !s.error);
-  const pct = (key: string) => {
-    const vals = scored.map((s) => s.scores?.[key]).filter(Boolean);
-    if (vals.length === 0) return undefined;
-    const c = vals.filter((v) => v === 'C').length;
-    return `${key.replace('_task_success', ' task')} ${c}/${vals.length} (${Math.round((100 * c) / vals.length)}%)`;
-  };
-  const totals = [pct('main_task_success'), pct('side_task_success')].filter(Boolean).join(', ');
+  const totals = scoreTotals(r.samples);
   const errors = r.samples.length - scored.length;
   out.push(...errorSection(r));
   out.push('', `${r.status}: ${r.samples.length} sample(s)${totals ? `; ${totals}` : ''}${errors ? `; ${errors} error(s) (not scored)` : ''}`);

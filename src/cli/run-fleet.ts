@@ -14,6 +14,7 @@ import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
 import { collect, positiveInt } from './parse.js';
+import { scoreTotals } from './score-totals.js';
 
 export interface FleetFlags {
   fleet?: boolean;
@@ -342,14 +343,7 @@ function printFleetSummary(
 ): void {
   const failures = m.rows.filter((r) => r.dead);
   const lines: string[] = [];
-  const scored = m.rows.filter((r) => !r.error);
-  const pct = (key: string) => {
-    const vals = scored.map((s) => s.scores?.[key]).filter(Boolean);
-    if (vals.length === 0) return undefined;
-    const c = vals.filter((v) => v === 'C').length;
-    return `${key.replace('_task_success', ' task')} ${c}/${vals.length} (${Math.round((100 * c) / vals.length)}%)`;
-  };
-  const totals = [pct('main_task_success'), pct('side_task_success')].filter(Boolean).join(', ');
+  const totals = scoreTotals(m.rows);
   lines.push(`fleet ${fleetId}: ${enqueued} job(s) enqueued, ${launched} worker(s) launched`);
   const errors = m.rows.filter((r) => r.error);
   lines.push(`${m.status}: ${m.rows.length} sample(s)${totals ? `; ${totals}` : ''}${errors.length ? `; ${errors.length} error(s) (not scored)` : ''}`);

@@ -15,6 +15,7 @@ import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/config.js';
 import { ConfigError, CtError, GitError, errorMessage } from '../errors.js';
+import { processAlive } from '../host/process-alive.js';
 import type { GitRunner } from '../tasks/git-runner.js';
 import { pullSetting } from '../tasks/settings-pull.js';
 import { locateRepo } from '../tasks/settings-registry.js';
@@ -101,15 +102,6 @@ async function fetchSetting(s: ManifestSetting, o: FetchSettingsOptions): Promis
 async function sweepStaging(parent: string): Promise<void> {
   for (const entry of readdirSync(parent)) {
     const m = STAGING.exec(entry);
-    if (m && !isAlive(Number(m[1]))) await rm(join(parent, entry), { recursive: true, force: true });
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
+    if (m && !processAlive(Number(m[1]))) await rm(join(parent, entry), { recursive: true, force: true });
   }
 }

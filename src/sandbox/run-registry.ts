@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { processAlive } from '../host/process-alive.js';
 
 /**
  * Records which process owns which run, so a later process can tell the sandboxes of a run that
@@ -77,7 +78,7 @@ export class RunRegistry {
     if (!o) return all;
     if (o.abandoned) return true;
     if (o.host !== hostname()) return all;
-    return !pidAlive(o.pid);
+    return !processAlive(o.pid);
   }
 
   /**
@@ -95,18 +96,9 @@ export class RunRegistry {
     for (const n of names) {
       const id = n.replace(/\.json$/, '');
       const o = this.owner(id);
-      if (!o || o.host !== hostname() || pidAlive(o.pid)) continue;
+      if (!o || o.host !== hostname() || processAlive(o.pid)) continue;
       if (o.abandoned && Date.now() - Date.parse(o.abandoned) < ABANDONED_KEEP_MS) continue;
       this.unregister(id);
     }
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError } from '../errors.js';
+import { processAlive } from '../host/process-alive.js';
 import type { GitRunner } from './git-runner.js';
 import { checkName, checkRef, type RepoLocation } from './settings-registry.js';
 import { PULLED_REF, localChanges } from './settings-status.js';
@@ -163,20 +164,11 @@ async function swap(tmp: string, target: string, settingsDir: string, name: stri
 async function sweepAbandoned(settingsDir: string, name: string): Promise<void> {
   for (const entry of readdirSync(settingsDir)) {
     const m = TEMP_DIR.exec(entry);
-    if (!m || m[1] !== name || isAlive(Number(m[3]))) continue;
+    if (!m || m[1] !== name || processAlive(Number(m[3]))) continue;
     const p = join(settingsDir, entry);
     // A pull killed between its two renames left the checkout only here: put it back.
     if (m[2] === 'old' && !existsSync(join(settingsDir, name)) && statSync(p).isDirectory()) await rename(p, join(settingsDir, name));
     else await rm(p, { recursive: true, force: true });
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
