@@ -219,6 +219,44 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     await until('the first controller\'s workers leaving', () => orphans.every((p) => !alive(p)), 60_000);
   });
 
+  test('the controller SIGKILLed while queueing, then a partial merge left behind: the same command resumes with one log, nothing lost, nothing twice', async () => {
+    await moto.reset();
+    const logDir = testLogDir('fleet-resume-enqueue');
+    const fast = join(dirs.work, 'fast.jsonl');
+    writeFileSync(
+      fast,
+      '{"function": "text_editor", "arguments": {"command": "create", "path": "/app/greeting.txt", "file_text": "hello, notes\\n"}}\n' +
+        '{"function": "submit", "arguments": {"answer": "done"}}\n',
+    );
+    const epochs = 30;
+    const args = ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', fast, '--epochs', String(epochs), '--max-samples', '3', '--log-dir', logDir, '--yes'];
+    const child = startCt(args, { cwd: dirs.work, env: fleetEnv(moto, dirs) });
+    started.push(child.pid!);
+    const done = finish(child);
+    const head = await waitForOutput(child, (t) => /fleet [0-9a-f]{16}: \d+ job/.test(t));
+    const fleetDir = join(logDir, 'fleet', /fleet ([0-9a-f]{16})/.exec(head)![1]!);
+    const events = () => readEvents(readIf(join(fleetDir, 'events.jsonl')));
+    // The manifest is stored ('start'); queues and jobs come next: kill it there.
+    const deadline = Date.now() + 60_000;
+    while (!events().some((e) => e.event === 'start') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    child.kill('SIGKILL');
+    await done;
+    assert.ok(events().some((e) => e.event === 'start'), 'the controller stored its manifest');
+    assert.ok(!events().some((e) => e.event === 'enqueue'), 'killed before every job was queued');
+    // A controller killed while merging leaves its partial log in the fleet folder, never in the log dir.
+    writeFileSync(join(fleetDir, 'merging.eval'), 'a merge cut short');
+    const r = await runCt(args, { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 240_000 });
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stderr, /resuming fleet [0-9a-f]{16}: 0 of 30 job\(s\) already finished/);
+    const [log] = await readWithInspect([onlyLog(logDir)]);
+    assert.deepEqual(
+      log!.samples.map((s) => s.epoch).sort((a, b) => a - b),
+      Array.from({ length: epochs }, (_, i) => i + 1),
+    );
+    for (const s of log!.samples) assert.deepEqual(s.scores.linux_scorer, { main_task_success: 'C' }, `epoch ${s.epoch}`);
+    assert.equal(existsSync(join(fleetDir, 'merging.eval')), false, 'no partial merge left behind');
+  });
+
   test('no progress: a warning, then the fleet is stopped with results kept and the command that resumes it; an unreadable message is never run', async () => {
     await moto.reset();
     const logDir = testLogDir('fleet-stale');
