@@ -2,7 +2,9 @@
  * Enqueue throughput of the fleet's work queue against moto_server on this machine, side by side:
  * - "one call": `SqsJobQueue.enqueue` with every job (batches of 10, 8 batch calls in flight);
  * - "batch at a time": the same jobs, one `enqueue` call per 10 (one SendMessageBatch in flight);
- * - "in memory": the twin, for scale.
+ * - "in memory": the twin, for scale;
+ * - "moto ceiling": raw SendMessageBatch calls (8 in flight) of bodies the size of a job message,
+ *   and of 50-byte bodies: what moto_server itself takes here, whoever sends.
  * Then the receive + delete rate of one worker-like loop (10 per receive).
  *
  *   node dist/bench/fleet-enqueue.js            10,000 jobs
@@ -11,7 +13,7 @@
  * Target (issue): enqueue 10,000 jobs at >= 1,000 jobs/s.
  */
 import { cpus, loadavg } from 'node:os';
-import { SQSClient } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { MemoryJobQueue } from '../src/fleet/memory-job-queue.js';
 import { MemorySqs } from '../src/fleet/memory-sqs.js';
 import { PROTOCOL_VERSION, type JobMessage } from '../src/fleet/protocol.js';
@@ -57,6 +59,22 @@ async function main(): Promise<void> {
     });
     await timed('in memory', new MemoryJobQueue(new MemorySqs(), 'bench3', 'bench-'), async (q, js) => void (await q.enqueue(js)));
     console.log(`ratio one call / batch at a time: ${(one / seq).toFixed(2)}x`);
+    const bodySize = JSON.stringify(jobs('bench1')[0]).length;
+    for (const [label, size] of [[`moto ceiling, ${bodySize} B`, bodySize], ['moto ceiling, 50 B', 50]] as const) {
+      const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: `bench-raw-${size}` }));
+      const body = 'x'.repeat(size);
+      const t0 = performance.now();
+      let next = 0;
+      const lane = async () => {
+        while (next < N / 10) {
+          next++;
+          await sqs.send(new SendMessageBatchCommand({ QueueUrl, Entries: Array.from({ length: 10 }, (_, i) => ({ Id: String(i), MessageBody: body })) }));
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, lane));
+      const rate = N / ((performance.now() - t0) / 1000);
+      console.log(`${label.padEnd(22)} ${N} messages = ${Math.round(rate)} messages/s; ct's enqueue / this: ${(one / rate).toFixed(2)}x`);
+    }
 
     const q = new SqsJobQueue({ sqs, fleetId: 'bench1', queuePrefix: 'bench-' });
     const take = Math.min(N, 2_000);
