@@ -4,11 +4,11 @@
  */
 import { SQSClient, GetQueueUrlCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import assert from 'node:assert/strict';
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
+import { finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
 import { FAKE_AWS, fleetEnv, fleetWorkDir, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
@@ -57,14 +57,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function finish(child: ChildProcess): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (d) => (stdout += d));
-  child.stderr!.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 describe('fleet failure handling (local workers, moto, Docker)', () => {
@@ -146,7 +138,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
       { cwd: dirs.work, env: fleetEnv(moto, dirs) },
     );
     started.push(child.pid!);
-    const done = finish(child);
+    const done = finished(child);
     const head = await waitForOutput(child, (t) => /fleet [0-9a-f]{16}: \d+ job/.test(t));
     const fleetDir = join(logDir, 'fleet', /fleet ([0-9a-f]{16})/.exec(head)![1]!);
     const logs = () => [1, 2].map((i) => readIf(join(fleetDir, `worker-${i}.log`)));
@@ -177,7 +169,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
       { cwd: dirs.work, env: fleetEnv(moto, dirs) },
     );
     started.push(child.pid!);
-    const done = finish(child);
+    const done = finished(child);
     const head = await waitForOutput(child, (t) => /fleet [0-9a-f]{16}: \d+ job/.test(t));
     const fleetDir = join(logDir, 'fleet', /fleet ([0-9a-f]{16})/.exec(head)![1]!);
     const logOf = (i: number) => readIf(join(fleetDir, `worker-${i}.log`));
@@ -203,7 +195,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     const args = ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', slow, '--epochs', '6', '--max-samples', '1', '--log-dir', logDir, '--yes'];
     const child = startCt(args, { cwd: dirs.work, env: fleetEnv(moto, dirs) });
     started.push(child.pid!);
-    const done = finish(child);
+    const done = finished(child);
     const head = await waitForOutput(child, (t) => /fleet [0-9a-f]{16}: \d+ job/.test(t));
     const fleetDir = join(logDir, 'fleet', /fleet ([0-9a-f]{16})/.exec(head)![1]!);
     await until('a first finished job', () => readEvents(readIf(join(fleetDir, 'events.jsonl'))).some((e) => e.event === 'job_done'));
@@ -232,7 +224,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     const args = ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', fast, '--epochs', String(epochs), '--max-samples', '3', '--log-dir', logDir, '--yes'];
     const child = startCt(args, { cwd: dirs.work, env: fleetEnv(moto, dirs) });
     started.push(child.pid!);
-    const done = finish(child);
+    const done = finished(child);
     const head = await waitForOutput(child, (t) => /fleet [0-9a-f]{16}: \d+ job/.test(t));
     const fleetDir = join(logDir, 'fleet', /fleet ([0-9a-f]{16})/.exec(head)![1]!);
     const events = () => readEvents(readIf(join(fleetDir, 'events.jsonl')));

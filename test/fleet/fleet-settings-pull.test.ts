@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
-import { onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
+import { finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
 import { FAKE_AWS, ctProjects, fleetEnv } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
@@ -26,14 +26,6 @@ const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl'
 const SCORER = 'notes_app/main_tasks/create_greeting/scorer.sh';
 /** Git without the machine's config or credential helpers: only what ct gives it. */
 const ISOLATED_GIT = { GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
-
-function finish(child: ChildProcess): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (d) => (stdout += d));
-  child.stderr!.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
 
 async function workQueueDepth(moto: Moto, fleetId: string): Promise<number> {
   const sqs = new SQSClient({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
@@ -86,7 +78,7 @@ describe('fleet workers pull the pinned settings', () => {
       { cwd: project, env: controllerEnv },
     );
     started.push(controller);
-    const done = finish(controller);
+    const done = finished(controller);
     const shown = await waitForOutput(controller, (t) => /ct fleet worker --fleet [0-9a-f]{16}/.test(t), 60_000);
     const fleetId = /ct fleet worker --fleet ([0-9a-f]{16})/.exec(shown)![1]!;
 

@@ -67,3 +67,12 @@ export function onlyLog(dir: string): string {
   if (logs.length !== 1) throw new Error(`expected one .eval in ${dir}, found ${logs.length}: ${logs.join(', ')}`);
   return join(dir, logs[0]!);
 }
+
+/** The exit code and all output of a started ct process, once it has closed. */
+export function finished(child: ChildProcess): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
