@@ -167,6 +167,9 @@ export const configSchema = z.object({
         .string()
         .regex(/^[A-Za-z0-9_./-]{1,900}$/, 'letters, digits and _ . - / only (an SSM parameter path)')
         .refine((p) => !/^\/?(aws|ssm)/i.test(p), 'SSM reserves names starting with aws or ssm')
+        .refine((p) => !p.includes('//'), 'an SSM path has no empty level (//)')
+        // SSM allows 15 levels in a parameter name; `{fleet id}/NAME` take the last two.
+        .refine((p) => p.split('/').filter(Boolean).length <= 13, 'at most 13 levels: SSM allows 15 in a parameter name and the fleet id and NAME take two')
         .default('/linuxbench/fleet/'),
       /**
        * Where `ct fleet worker` takes the fleet's secrets from: `ssm` (the fleet's parameters, for

@@ -8,10 +8,16 @@
  * process and renamed into place in one step: the cache only ever holds complete checkouts, and
  * two workers on one machine pulling the same commit at once both end up reading the first
  * one's (the second discards its own). A setting pinned as a local folder is read in place.
+ *
+ * The cache is pruned as it is used: each use stamps its checkout's mtime, and after a fetch the
+ * checkouts of every setting that are both unused for PRUNE_AFTER_DAYS and not among the
+ * KEEP_RECENT most recently used are removed. A checkout is first renamed to `.prune-<pid>-...`
+ * (so it never looks complete half-deleted) and then deleted; a worker still reading a checkout
+ * that old would be a fleet past any hard timeout.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../config/config.js';
 import { ConfigError, CtError, GitError, errorMessage } from '../errors.js';
@@ -36,8 +42,13 @@ export function settingsCacheDir(config: Pick<Config, 'state_dir'>): string {
   return join(config.state_dir, 'fleet', 'settings');
 }
 
-/** Staging folders are `.fetch-<pid>-<random>` beside the cached checkouts. */
-const STAGING = /^\.fetch-(\d+)-/;
+/** Staging folders are `.fetch-<pid>-<random>` (and checkouts being removed `.prune-<pid>-<random>`) beside the cached checkouts. */
+const STAGING = /^\.(?:fetch|prune)-(\d+)-/;
+
+/** Checkouts unused this long may be removed... */
+const PRUNE_AFTER_DAYS = 7;
+/** ...except each setting's this many most recently used. */
+const KEEP_RECENT = 3;
 
 /**
  * Each pinned setting's folder by name: the cached checkout at its commit (fetched when
@@ -47,7 +58,42 @@ const STAGING = /^\.fetch-(\d+)-/;
 export async function fetchPinnedSettings(settings: readonly ManifestSetting[], o: FetchSettingsOptions): Promise<Map<string, string>> {
   const dirs = new Map<string, string>();
   for (const s of settings) dirs.set(s.name, s.local_folder ? localFolder(s) : await fetchSetting(s, o));
+  await pruneCache(o, new Set(dirs.values()));
   return dirs;
+}
+
+/** Removes old checkouts (see the header); never one in `inUse`. A checkout that cannot be removed is logged and left. */
+async function pruneCache(o: FetchSettingsOptions, inUse: Set<string>): Promise<void> {
+  if (!existsSync(o.cacheDir)) return;
+  const cutoff = Date.now() - PRUNE_AFTER_DAYS * 86_400_000;
+  for (const name of readdirSync(o.cacheDir)) {
+    const parent = join(o.cacheDir, name);
+    const checkouts: { dir: string; used: number }[] = [];
+    for (const entry of readdirSync(parent)) {
+      if (entry.startsWith('.')) continue;
+      const dir = join(parent, entry);
+      const st = await stat(dir).catch(() => undefined);
+      if (st?.isDirectory()) checkouts.push({ dir, used: st.mtimeMs });
+    }
+    checkouts.sort((a, b) => b.used - a.used);
+    for (const c of checkouts.slice(KEEP_RECENT)) {
+      if (c.used >= cutoff || inUse.has(c.dir)) continue;
+      const doomed = `${parent}/.prune-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
+      try {
+        await rename(c.dir, doomed);
+        await rm(doomed, { recursive: true, force: true });
+        o.log(`settings cache: removed ${c.dir} (unused for ${PRUNE_AFTER_DAYS}+ days)`);
+      } catch (e) {
+        o.log(`settings cache: could not remove ${c.dir}: ${errorMessage(e)}`);
+      }
+    }
+  }
+}
+
+/** Stamps a checkout as used now (its folder's mtime), for pruning. */
+async function markUsed(dir: string): Promise<void> {
+  const now = new Date();
+  await utimes(dir, now, now).catch(() => undefined);
 }
 
 function localFolder(s: ManifestSetting): string {
@@ -65,6 +111,7 @@ async function fetchSetting(s: ManifestSetting, o: FetchSettingsOptions): Promis
   const key = s.envs?.length ? `${s.commit}-${createHash('sha256').update([...s.envs].sort().join('\n')).digest('hex').slice(0, 12)}` : s.commit;
   const dir = join(parent, key);
   if (existsSync(dir)) {
+    await markUsed(dir);
     o.log(`setting ${s.name} at ${s.commit.slice(0, 12)}: already here (${dir})`);
     return dir;
   }
@@ -94,6 +141,7 @@ async function fetchSetting(s: ManifestSetting, o: FetchSettingsOptions): Promis
   } finally {
     await rm(staging, { recursive: true, force: true });
   }
+  await markUsed(dir);
   o.log(`setting ${s.name} at ${s.commit.slice(0, 12)}: fetched into ${dir}`);
   return dir;
 }

@@ -149,11 +149,18 @@ describe('fleet secrets reach external workers through SSM only', () => {
   });
 
   test('a prefix SSM would refuse is bad input: exit 2, nothing created', async () => {
-    await moto.reset();
-    const r = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: controllerEnv({ CT_FLEET_SECRETS_PREFIX: '/aws/ct/' }) });
-    assert.equal(r.code, 2, r.stderr);
-    assert.match(r.stderr, /secrets_prefix.*SSM reserves names starting with aws or ssm/);
-    assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
+    const cases: [string, RegExp][] = [
+      ['/aws/ct/', /secrets_prefix.*SSM reserves names starting with aws or ssm/],
+      ['/ct//fleet/', /secrets_prefix.*no empty level/],
+      ['/a/b/c/d/e/f/g/h/i/j/k/l/m/n/', /secrets_prefix.*at most 13 levels/],
+    ];
+    for (const [prefix, message] of cases) {
+      await moto.reset();
+      const r = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: controllerEnv({ CT_FLEET_SECRETS_PREFIX: prefix }) });
+      assert.equal(r.code, 2, `${prefix}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+      assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] }, prefix);
+    }
   });
 
   test('when the secrets cannot be stored the fleet stops with a message before any job is queued', async () => {

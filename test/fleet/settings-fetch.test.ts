@@ -1,10 +1,11 @@
 /**
  * A worker's settings cache (`fetchPinnedSettings`) against real git repositories: the pinned
  * commit and not the branch head, reuse of a cached checkout, two fetches of one pin at once
- * (two workers on one machine), local-folder pins, and a commit the repository lacks.
+ * (two workers on one machine), local-folder pins, a commit the repository lacks, and pruning
+ * of checkouts nobody used for a week.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError } from '../../src/errors.js';
@@ -70,5 +71,32 @@ describe('fetchPinnedSettings', () => {
       (e: unknown) => e instanceof ConfigError && e.message.startsWith(`cannot fetch setting demo at commit ${missing.slice(0, 12)} from ${repo.bare}`),
     );
     assert.deepEqual(readdirSync(join(cache, 'demo')), []);
+  });
+
+  test('checkouts unused for a week are pruned, except the three most recent and those in use', async () => {
+    const cache = tempDir('fetch-prune');
+    const old = new Date(Date.now() - 30 * 86_400_000);
+    // Five earlier checkouts (fake folders), all a month old, and one of another setting.
+    const earlier = ['c1', 'c2', 'c3', 'c4', 'c5'].map((c, i) => {
+      const dir = join(cache, 'demo', c.repeat(20));
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'marker'), c);
+      const t = new Date(old.getTime() + i * 1000);
+      utimesSync(dir, t, t);
+      return dir;
+    });
+    const other = join(cache, 'other', 'f'.repeat(40));
+    mkdirSync(other, { recursive: true });
+    utimesSync(other, old, old);
+    const lines: string[] = [];
+    const dirs = await fetchPinnedSettings([{ name: 'demo', repo: repo.bare, commit: commitA }], options(cache, lines));
+    const left = readdirSync(join(cache, 'demo')).sort();
+    // Kept: the checkout in use (now the most recent) and the two most recent of the old ones.
+    assert.deepEqual(left, [commitA, 'c4'.repeat(20), 'c5'.repeat(20)].sort(), lines.join('\n'));
+    assert.ok(existsSync(join(dirs.get('demo')!, 'notes_app')));
+    assert.ok(!existsSync(earlier[0]!));
+    // A lone checkout of another setting is among its own three most recent: kept.
+    assert.ok(existsSync(other));
+    assert.equal(lines.filter((l) => /settings cache: removed/.test(l)).length, 3, lines.join('\n'));
   });
 });
