@@ -61,8 +61,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (e instanceof ConfigError) return usageError(e.message, json, true, 'config');
     if (e instanceof CtError) {
-      process.stderr.write(`error: ${e.message}\n`);
-      if (json) printJsonError(e.kind, e.message);
+      const message = shortenQuotes(e.message);
+      process.stderr.write(`error: ${message}\n`);
+      if (json) printJsonError(e.kind, message);
       return e.kind === 'sandbox' ? EXIT.usage : EXIT.failedSamples;
     }
     if (json) printJsonError('internal', e instanceof Error ? e.message : String(e));
@@ -70,10 +71,25 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-function usageError(message: string, json: boolean, print: boolean, kind = 'usage'): number {
+function usageError(raw: string, json: boolean, print: boolean, kind = 'usage'): number {
+  const message = shortenQuotes(raw);
   if (print) process.stderr.write(`error: ${message}\n`);
   if (json) printJsonError(kind, message);
   return EXIT.usage;
+}
+
+/** Quoted input past this many characters is shortened in messages. */
+const QUOTE_LIMIT = 120;
+
+/**
+ * Messages quote what the user gave ("unknown environment \"...\""); an oversized argument or
+ * file value would otherwise fill the terminal. A quoted run longer than QUOTE_LIMIT keeps its
+ * start and says how long it was.
+ */
+export function shortenQuotes(message: string): string {
+  return message.replace(/"([^"\n]{120,})"/g, (_m, inner: string) =>
+    inner.length <= QUOTE_LIMIT ? `"${inner}"` : `"${inner.slice(0, 60)}..." (${inner.length} characters)`,
+  );
 }
 
 /**

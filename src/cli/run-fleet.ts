@@ -2,6 +2,7 @@
  * `ct run eval --fleet` / `--ec2`: the fleet flags of `ct run eval` and the controller command.
  * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
  */
+import { errorExcerpt } from '../eval/error-excerpt.js';
 import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -349,12 +350,12 @@ function printFleetSummary(
   lines.push(`${m.status}: ${m.rows.length} sample(s)${totals ? `; ${totals}` : ''}${errors.length ? `; ${errors.length} error(s) (not scored)` : ''}`);
   if (failures.length) {
     lines.push(`failed jobs (${failures.length}):`);
-    for (const f of failures) lines.push(`  ${f.jobId}: ${f.error!.split('\n')[0]!.slice(0, 300)}`);
+    for (const f of failures) lines.push(`  ${f.jobId}:`, ...errorExcerpt(f.error!, { maxLines: 4 }).map((l) => `    ${l}`));
   }
   const sampleErrors = errors.filter((r) => !r.dead);
   if (sampleErrors.length) {
     lines.push(`samples with errors (${sampleErrors.length}):`);
-    for (const r of sampleErrors) lines.push(`  ${r.jobId}: ${r.error!.split('\n')[0]!.slice(0, 200)}`);
+    for (const r of sampleErrors) lines.push(`  ${r.jobId}:`, ...errorExcerpt(r.error!, { maxLines: 4 }).map((l) => `    ${l}`));
   }
   if (m.missing.length) lines.push(`jobs without a result: ${m.missing.join(', ')}`);
   lines.push(`log: ${m.path}`);

@@ -1,10 +1,12 @@
 import {
   CreateTagsCommand,
+  DescribeInstanceTypesCommand,
   DescribeInstancesCommand,
   RunInstancesCommand,
   TerminateInstancesCommand,
   type EC2Client,
   type Instance,
+  type _InstanceType,
 } from '@aws-sdk/client-ec2';
 import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { CancelledError, CloudError, ConfigError, awsErrorName, cloudError } from '../errors.js';
@@ -13,6 +15,25 @@ import { toTags } from './tags.js';
 
 /** How often an instance's state is polled while it starts. */
 const STATE_POLL_MS = 2_000;
+
+/**
+ * Checks that the region offers `instanceType`, before anything is launched: an unknown or
+ * misspelt type is a ConfigError naming it (RunInstances would only refuse it after the security
+ * group exists). Returns its default vCPUs and memory.
+ */
+export async function checkInstanceType(ec2: EC2Client, instanceType: string, region: string): Promise<{ vcpus: number; memoryMiB: number }> {
+  try {
+    const r = await ec2.send(new DescribeInstanceTypesCommand({ InstanceTypes: [instanceType as _InstanceType] }));
+    const t = r.InstanceTypes?.[0];
+    if (t) return { vcpus: t.VCpuInfo?.DefaultVCpus ?? 0, memoryMiB: t.MemoryInfo?.SizeInMiB ?? 0 };
+  } catch (e) {
+    if (awsErrorName(e) !== 'InvalidInstanceType') throw cloudError(e, `checking instance type ${instanceType}`);
+  }
+  throw new ConfigError(
+    `instance type ${JSON.stringify(instanceType)} does not exist in ${region}; pick one it offers ` +
+      `(\`aws ec2 describe-instance-type-offerings --region ${region}\`), e.g. c7i.4xlarge or t3.large`,
+  );
+}
 
 /** The AMI to launch: `ami` when given, else the id stored in the public SSM parameter. */
 export async function resolveAmi(ssm: SSMClient, o: { ami?: string; parameter: string }): Promise<string> {

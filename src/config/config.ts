@@ -12,6 +12,9 @@ import { findUnknownKeys } from './unknown-keys.js';
 /** A setting's name is also its folder under settings_dir, so it is kept to a safe file name. */
 export const SETTING_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
+/** An AWS region name (us-east-1, eu-central-2, us-gov-west-1, ap-southeast-4...). */
+const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d{1,2}$/;
+
 /** One entry of the settings registry (`settings:` in ct.config.yml). */
 export const settingEntrySchema = z
   .object({
@@ -99,7 +102,7 @@ export const configSchema = z.object({
   ec2: z
     .object({
       /** `--region`, CT_EC2_REGION. */
-      region: z.string().default('us-east-1'),
+      region: z.string().regex(AWS_REGION, 'an AWS region name such as us-east-1').default('us-east-1'),
       /** `--ec2-instance-type`, CT_EC2_INSTANCE_TYPE. */
       instance_type: z.string().default('c7i.4xlarge'),
       /** Leave the instance running after the run (`--keep-ec2-instance`, CT_KEEP_EC2_INSTANCE). */

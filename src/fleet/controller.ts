@@ -16,6 +16,7 @@
  * attempts, the workers and the last error — so the merged log has it, and a resume does not
  * queue it again.
  */
+import { errorExcerpt } from '../eval/error-excerpt.js';
 import { ConfigError } from '../errors.js';
 import { sleep } from '../host/backoff.js';
 import { isoTimestamp } from '../log/timestamps.js';
@@ -194,7 +195,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           attempts.set(d.job_id, a);
           events.add('job_failed', { job_id: d.job_id, worker: d.worker, attempt: d.attempt, error: a.error });
           if (d.attempt < o.timings.maxReceiveCount) events.add('job_requeued', { job_id: d.job_id, attempt: d.attempt });
-          progress.note(`job ${d.job_id} failed on attempt ${d.attempt} (${d.worker}): ${a.error.split('\n')[0]}`);
+          progress.note(`job ${d.job_id} failed on attempt ${d.attempt} (${d.worker}): ${oneLine(a.error)}`);
         }
       }
       await queue.deleteDone(m.receiptHandle);
@@ -286,7 +287,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           await store.putResult(job.job_id, await oneSampleLog(deadJobSample(d), header));
           dead.push(d);
           events.add('job_dead', { job_id: job.job_id, error: d.error, attempts: d.attempts, workers: d.workers });
-          progress.note(`job ${job.job_id} failed for good after ${d.attempts} attempt(s): ${d.error.split('\n')[0]}`);
+          progress.note(`job ${job.job_id} failed for good after ${d.attempts} attempt(s): ${oneLine(d.error)}`);
         }
         markDone(job.job_id, { dead: true });
         await queue.deleteDead(m.receiptHandle);
@@ -334,4 +335,9 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     }
     await o.launcher.stopAll();
   }
+}
+
+/** A failure on one progress line: what failed and its last meaningful line (why). */
+function oneLine(error: string): string {
+  return errorExcerpt(error, { maxLines: 2, width: 240 }).join(' ');
 }

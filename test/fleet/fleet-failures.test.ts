@@ -108,8 +108,8 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
       { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 180_000 },
     );
     assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
-    assert.match(r.stdout, /failed jobs \(1\):\n  notes_app\.fix_config\.e1: the job failed on all 3 attempt\(s\) on local-\d(, local-\d)?; last error: policy \S+ failed: the policy cannot handle fix_config/);
-    assert.match(r.stdout, /samples with errors \(1\):\n  notes_app\.not_ready\.e1: .*environment not ready/);
+    assert.match(r.stdout, /failed jobs \(1\):\n  notes_app\.fix_config\.e1:\n    the job failed on all 3 attempt\(s\) on local-\d(, local-\d)?; last error: policy \S+ failed: the policy cannot handle fix_config/);
+    assert.match(r.stdout, /samples with errors \(1\):\n  notes_app\.not_ready\.e1:\n    .*environment not ready/);
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.deepEqual(log!.samples.map((s) => s.id).sort(), ['notes_app:create_greeting', 'notes_app:fix_config', 'notes_app:not_ready']);
     const dead = log!.samples.find((s) => s.id === 'notes_app:fix_config')!;

@@ -5,6 +5,7 @@ import { applyAwsEnvironment, createAwsClients, type AwsClients } from '../../cl
 import { parseCidr, sshSourceCidr } from '../../cloud/caller-address.js';
 import { checkCredentialSources, preflightCredentials, type CallerIdentity } from '../../cloud/credentials.js';
 import {
+  checkInstanceType,
   findInstances,
   launchInstance,
   resolveAmi,
@@ -71,6 +72,8 @@ export class Ec2Provider implements SandboxProvider {
   private clients?: AwsClients;
   private identity?: CallerIdentity;
   private preflighted?: Promise<void>;
+  /** The source CIDR the SSH rule allows, found at preflight. */
+  private sshSource?: { cidr: string; version: 4 | 6 };
   private host?: Promise<Ec2Host>;
   private runner?: SshRunner;
   private instanceId?: string;
@@ -91,7 +94,10 @@ export class Ec2Provider implements SandboxProvider {
     this.ctx.onNotice(line);
   }
 
-  /** Checks credentials (ambiguous sources, expired SSO, rejected keys) before anything is created. */
+  /**
+   * Checks credentials (ambiguous sources, expired SSO, rejected keys), the instance type and the
+   * SSH source address before anything is created.
+   */
   preflight(): Promise<void> {
     this.preflighted ??= (async () => {
       const { config } = this.ctx;
@@ -100,6 +106,9 @@ export class Ec2Provider implements SandboxProvider {
       applyAwsEnvironment(config.aws_env);
       this.clients = createAwsClients(config.ec2.region);
       this.identity = await preflightCredentials(this.clients, config.aws_env);
+      // Both before any sample starts, so a bad type or an unknown address is bad input (exit 2).
+      await checkInstanceType(this.clients.ec2, config.ec2.instance_type, config.ec2.region);
+      this.sshSource = await sshSourceCidr({ explicit: config.ec2.ssh_cidr, url: config.ec2.my_ip_url });
     })();
     return this.preflighted;
   }
@@ -212,7 +221,7 @@ export class Ec2Provider implements SandboxProvider {
     this.setupStarted = Date.now();
     let t = this.setupStarted;
     this.say(`Launching EC2 instance (${c.instance_type} in ${c.region})...`);
-    const source = await sshSourceCidr({ explicit: c.ssh_cidr, url: c.my_ip_url });
+    const source = this.sshSource!;
     const securityGroupId = await ensureSshSecurityGroup(ec2, {
       name: c.security_group,
       subnetId: c.subnet_id,
