@@ -42,7 +42,7 @@ describe('ct cloud put-docker-auth', () => {
     rmSync(cwd, { recursive: true, force: true });
   });
 
-  test('the script stores the name as String and the PAT as SecureString; a second run replaces them; the PAT is never printed', async () => {
+  test('the script stores the name as String and the PAT as SecureString; a second run replaces them; names follow the *_SSM_PARAM variables; the PAT is never printed', async () => {
     writeFileSync(join(cwd, '.env'), `DOCKER_ORG_NAME=acme-evals\nDOCKER_ORG_PAT=${PAT}\n`);
     const r = spawnSync('bash', [join(REPO_ROOT, 'scripts', 'put_docker_org_auth_ssm.sh')], { cwd, env: env(), encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
@@ -51,20 +51,15 @@ describe('ct cloud put-docker-auth', () => {
     const pat = await param('/linuxbench/docker-org-pat');
     assert.deepEqual([name.Type, name.Value, pat.Type, pat.Value], ['String', 'acme-evals', 'SecureString', PAT]);
 
-    writeFileSync(join(cwd, '.env'), 'DOCKER_ORG_NAME=acme-2\nDOCKER_ORG_PAT=dckr_pat_SECOND\n');
+    // Again with new values, the PAT's parameter renamed in .env: the name is replaced, the PAT goes to the new parameter.
+    writeFileSync(join(cwd, '.env'), 'DOCKER_ORG_NAME=acme-2\nDOCKER_ORG_PAT=dckr_pat_SECOND\nDOCKER_ORG_PAT_SSM_PARAM=/team/registry-pat\n');
     const again = await runCt(['cloud', 'put-docker-auth'], { cwd, env: env() });
     assert.equal(again.code, 0, again.stderr);
-    assert.equal((await param('/linuxbench/docker-org-pat')).Value, 'dckr_pat_SECOND');
     assert.equal((await param('/linuxbench/docker-org-name')).Value, 'acme-2');
+    const moved = await param('/team/registry-pat');
+    assert.deepEqual([moved.Type, moved.Value], ['SecureString', 'dckr_pat_SECOND']);
+    assert.equal((await param('/linuxbench/docker-org-pat')).Value, PAT);
     assert.ok(![r.stdout, r.stderr, again.stdout, again.stderr].some((t) => t.includes('dckr_pat')));
-  });
-
-  test('parameter names follow DOCKER_ORG_NAME_SSM_PARAM / DOCKER_ORG_PAT_SSM_PARAM', async () => {
-    writeFileSync(join(cwd, '.env'), `DOCKER_ORG_NAME=acme\nDOCKER_ORG_PAT=${PAT}\nDOCKER_ORG_PAT_SSM_PARAM=/team/registry-pat\n`);
-    const r = await runCt(['cloud', 'put-docker-auth'], { cwd, env: env({ DOCKER_ORG_NAME_SSM_PARAM: '/team/registry-org' }) });
-    assert.equal(r.code, 0, r.stderr);
-    assert.equal((await param('/team/registry-org')).Value, 'acme');
-    assert.equal((await param('/team/registry-pat')).Type, 'SecureString');
   });
 
   test('a missing PAT: exit 2 naming it, nothing stored', async () => {
