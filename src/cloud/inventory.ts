@@ -74,7 +74,7 @@ export interface FleetView {
 export interface SecurityGroupView {
   id: string;
   name: string;
-  /** Ids of live instances (anyone's) using it. */
+  /** Ids of instances (anyone's, not yet terminated) using it. */
   usedBy: string[];
 }
 
@@ -132,7 +132,8 @@ export async function gatherInventory(o: InventoryOptions): Promise<Inventory> {
       costSoFar: live.reduce((sum, i) => sum + (i.costSoFar ?? 0), 0),
     });
   }
-  const liveAll = all.filter((i) => LIVE_STATES.has(i.State?.Name ?? ''));
+  // An instance still shutting down holds its groups too (deleting one fails until it is terminated).
+  const holding = all.filter((i) => i.State?.Name !== 'terminated');
   const groups = await describeOurSecurityGroups(o.ec2);
   return {
     region: o.region,
@@ -141,7 +142,7 @@ export async function gatherInventory(o: InventoryOptions): Promise<Inventory> {
     amiBuilders: ours.filter((i) => i.kind === 'ami-builder'),
     securityGroups: groups.map((g) => ({
       ...g,
-      usedBy: liveAll.filter((i) => (i.SecurityGroups ?? []).some((s) => s.GroupId === g.id)).map((i) => i.InstanceId!),
+      usedBy: holding.filter((i) => (i.SecurityGroups ?? []).some((s) => s.GroupId === g.id)).map((i) => i.InstanceId!),
     })),
   };
 }
