@@ -9,6 +9,7 @@ import { registerSandboxCommands } from './sandbox.js';
 import { registerSettingsCommands } from './settings.js';
 import { registerEnvsCommands } from './envs.js';
 import { registerFleetCommands } from './fleet.js';
+import { registerCloudCommands } from './cloud.js';
 import { ctVersion } from './version.js';
 
 /** Exit codes: 0 success, 1 the run finished with failed samples, 2 bad input or usage, 130 interrupted. */
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerSettingsCommands(program);
   registerEnvsCommands(program);
   registerFleetCommands(program);
+  registerCloudCommands(program);
   for (const c of allCommands(program)) {
     c.exitOverride();
     c.showHelpAfterError('(run with --help for usage)');

@@ -14,7 +14,7 @@ import type { SampleOptions } from '../eval/sample-options.js';
 import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
-import { collect, positiveInt } from './parse.js';
+import { collect, positiveInt, positiveNumber } from './parse.js';
 import { scoreTotals } from './score-totals.js';
 
 export interface FleetFlags {
@@ -27,6 +27,7 @@ export interface FleetFlags {
   newFleet?: boolean;
   extraSrc: string[];
   workerSetup?: string;
+  price?: number;
 }
 
 /** The fleet flags of `ct run eval`. */
@@ -37,6 +38,7 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--workers <kind>', 'with --fleet: local:N (N worker processes here, sharing this environment), external (you start them; API keys reach them through SSM), ec2 (default)')
     .option('--max-workers <n>', 'with --fleet: workers at most (default 10, CT_FLEET_MAX_WORKERS)', positiveInt)
     .option('--estimate', 'with --fleet: print the jobs, workers, time and cost, then exit without starting anything')
+    .option('--price <usd-per-hour>', 'with --ec2: USD per worker instance-hour for the estimate, instead of the price table (fleet.price_per_hour)', positiveNumber)
     .option('-y, --yes', 'with --fleet: start without asking (needed when there is no terminal)')
     .option('--new-fleet', 'with --fleet: drop earlier results of the same fleet and start over (default: resume)')
     .option('--extra-src <dir>', 'with --fleet: ship DIR to workers as an import root for module:export policies and sandboxes (repeatable)', collect, [])
@@ -63,6 +65,7 @@ export function checkNoFleetFlags(flags: FleetFlags): void {
     flags.newFleet && '--new-fleet',
     flags.extraSrc.length > 0 && '--extra-src',
     flags.workerSetup !== undefined && '--worker-setup',
+    flags.price !== undefined && '--price',
   ].filter(Boolean);
   if (given.length) throw new ConfigError(`${given.join(', ')} only apply to fleet runs; add --fleet (or --ec2)`);
 }
@@ -96,6 +99,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { parseWorkersSpec, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
   const spec = parseWorkersSpec(workers);
   if (spec.kind === 'ec2') {
+    // The worker-hour price first: an instance type the table does not know stops here (exit 2).
+    const { ec2WorkerPrice } = await import('../fleet/estimate.js');
+    ec2WorkerPrice(config.fleet, { instanceType: config.ec2.instance_type, region: config.ec2.region, spot: true, ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}) });
     throw new ConfigError('EC2 workers are not available yet; use --fleet --workers local:N (processes on this machine) or --workers external (your own machines)');
   }
   // Everything below is checked before any AWS call: bad input creates nothing.

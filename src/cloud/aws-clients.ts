@@ -4,6 +4,7 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { STSClient } from '@aws-sdk/client-sts';
+import { recordCalls } from './call-recorder.js';
 
 /** The AWS clients ct's cloud code uses, all in one region. */
 export interface AwsClients {
@@ -38,10 +39,10 @@ export function createAwsClients(region: string): AwsClients {
   const common = { region, maxAttempts: MAX_ATTEMPTS };
   return {
     region,
-    ec2: new EC2Client(common),
-    ssm: new SSMClient(common),
-    sts: new STSClient(common),
-    instanceConnect: new EC2InstanceConnectClient(common),
+    ec2: recordCalls(new EC2Client(common)),
+    ssm: recordCalls(new SSMClient(common)),
+    sts: recordCalls(new STSClient(common)),
+    instanceConnect: recordCalls(new EC2InstanceConnectClient(common)),
   };
 }
 
@@ -61,5 +62,10 @@ export interface FleetClients {
 export function createFleetClients(region: string): FleetClients {
   const common = { region, maxAttempts: MAX_ATTEMPTS };
   const customS3 = Boolean(process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL);
-  return { region, sqs: new SQSClient(common), s3: new S3Client({ ...common, forcePathStyle: customS3 }), ssm: new SSMClient(common) };
+  return {
+    region,
+    sqs: recordCalls(new SQSClient(common)),
+    s3: recordCalls(new S3Client({ ...common, forcePathStyle: customS3 })),
+    ssm: recordCalls(new SSMClient(common)),
+  };
 }

@@ -16,6 +16,8 @@ export const TAGS = {
   host: 'ct:host',
   /** Set to `true` on an instance kept with --keep-ec2-instance; cleanup leaves it unless --all. */
   kept: 'ct:kept',
+  /** What a ct instance is for when neither FleetId nor ct:run-id says it: `ami-builder`. */
+  role: 'ct:role',
   /** The fleet a resource belongs to (workers, its SSM secrets); the spec's name. */
   fleetId: 'FleetId',
 } as const;

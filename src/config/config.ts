@@ -205,6 +205,15 @@ export const configSchema = z.object({
       retry_delay: z.number().int().min(0).max(300).default(30),
       /** The estimate's guess of one sample's wall time, in seconds (default 300). */
       estimate_seconds_per_sample: z.number().positive().default(300),
+      /** USD per worker instance-hour for estimates and `ct cloud status`, instead of the price table (`--price`, CT_FLEET_PRICE_PER_HOUR). */
+      price_per_hour: z.number().positive().optional(),
+      /** USD per instance-hour by instance type, over data/ec2-prices.json (e.g. {"c7i.4xlarge": 0.3}). */
+      prices: z.record(z.string(), z.number().positive()).default({}),
+      /**
+       * Hours after launch past which a fleet instance is beyond any run's hard timeout: `ct cloud
+       * cleanup` terminates it even if its fleet looks alive; default 24; CT_FLEET_INSTANCE_MAX_HOURS.
+       */
+      instance_max_hours: z.number().positive().default(24),
       /** A worker's name in done messages and logs; CT_WORKER_NAME. Default: host name and pid. */
       worker_name: z.string().min(1).optional(),
       /** Receives of one job before it goes to the dead-letter queue; CT_FLEET_MAX_RECEIVE_COUNT. */
@@ -333,6 +342,8 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_RETRY_DELAY: ['fleet.retry_delay', 'number'],
   CT_FLEET_STALE_WARNING_MINUTES: ['fleet.stale_warning_minutes', 'number'],
   CT_FLEET_STALE_TEARDOWN_MINUTES: ['fleet.stale_teardown_minutes', 'number'],
+  CT_FLEET_PRICE_PER_HOUR: ['fleet.price_per_hour', 'number'],
+  CT_FLEET_INSTANCE_MAX_HOURS: ['fleet.instance_max_hours', 'number'],
   CT_WORKER_NAME: ['fleet.worker_name', 'string'],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],

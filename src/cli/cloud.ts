@@ -1,0 +1,136 @@
+/**
+ * `ct cloud status | cleanup | put-docker-auth`: what ct has in an AWS region, removing what it
+ * left behind, and storing registry credentials for workers. Every command checks the AWS
+ * credentials first (the EC2 sandbox's rules: src/cloud/credentials.ts).
+ */
+import type { Command } from 'commander';
+import { loadConfig, type Config } from '../config/config.js';
+import type { CallerIdentity } from '../cloud/credentials.js';
+
+interface CommonFlags {
+  region?: string;
+}
+
+export function registerCloudCommands(program: Command): void {
+  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM.");
+  cloud
+    .command('status')
+    .description('Show fleets (workers, queue counts, results, cost so far), EC2 sandboxes and AMI builders: yours, or everyone\'s with --all-users.')
+    .option('--all-users', "include other users' resources and fleets whose owner is unknown")
+    .option('--region <region>', 'AWS region (default: ec2.region, CT_EC2_REGION, us-east-1)')
+    .option('--json', 'print one JSON object')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  ct cloud status\n  ct cloud status --all-users --region us-west-2\n  ct cloud status --json | jq \'.fleets[] | {fleetId, counts}\'\n' +
+        '\nYours means instances tagged LaunchedBy=<your IAM user name or SSO session name>, and fleets with such a worker\n' +
+        '(or whose queues carry that tag). Cost so far = running time x the price table (data/ec2-prices.json, fleet.prices).\n',
+    )
+    .action(async (flags: CommonFlags & { allUsers?: boolean; json?: boolean }) => {
+      const { gatherInventory } = await import('../cloud/inventory.js');
+      const { formatStatus, statusReport } = await import('../cloud/status-report.js');
+      await withCloud(flags, async (config, caller, c) => {
+        const inv = await gatherInventory(inventoryOptions(config, c));
+        const report = statusReport(inv, caller.name, Boolean(flags.allUsers));
+        process.stdout.write(flags.json ? `${JSON.stringify(report)}\n` : formatStatus(report));
+      });
+    });
+  cloud
+    .command('cleanup')
+    .description('List what ct left behind (workers of finished or unknown fleets, instances past the hard timeout, queues and secrets of finished fleets, unused security groups); remove it with --yes.')
+    .option('--all-users', "judge every user's resources, not only yours")
+    .option('-y, --yes', 'remove what is listed (default: only list it)')
+    .option('--region <region>', 'AWS region (default: ec2.region, CT_EC2_REGION, us-east-1)')
+    .option('--json', 'print one JSON object: {"leftovers": [...], "removed": [...], "failed": [...]}')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  ct cloud cleanup            # list only\n  ct cloud cleanup --yes      # remove your leftovers\n  ct cloud cleanup --all-users --yes --region us-east-1\n' +
+        '\nOnly resources tagged ManagedBy=ct and ct\'s fleet queues (fleet.queue_prefix) and secrets (fleet.secrets_prefix) are judged;\n' +
+        'results in S3 are kept. Instances older than fleet.instance_max_hours (default 24, CT_FLEET_INSTANCE_MAX_HOURS) are past\n' +
+        'every hard timeout; an EC2 sandbox kept with --keep-ec2-instance is left alone. Exit 1 when something could not be removed.\n',
+    )
+    .action(async (flags: CommonFlags & { allUsers?: boolean; yes?: boolean; json?: boolean }) => {
+      const { gatherInventory } = await import('../cloud/inventory.js');
+      const { applyCleanup, planCleanup } = await import('../cloud/cleanup.js');
+      await withCloud(flags, async (config, caller, c) => {
+        const inv = await gatherInventory(inventoryOptions(config, c));
+        const leftovers = planCleanup(inv, { caller: caller.name, allUsers: Boolean(flags.allUsers), instanceMaxHours: config.fleet.instance_max_hours });
+        const result = flags.yes && leftovers.length ? await applyCleanup(leftovers, c) : { removed: [], failed: [] };
+        if (result.failed.length) process.exitCode = 1;
+        if (flags.json) {
+          process.stdout.write(`${JSON.stringify({ region: c.region, caller: caller.name, allUsers: Boolean(flags.allUsers), leftovers, ...result })}\n`);
+          return;
+        }
+        const who = flags.allUsers ? 'all users' : caller.name;
+        if (!leftovers.length) {
+          process.stdout.write(`nothing left behind in ${c.region} (${who})\n`);
+          return;
+        }
+        for (const l of leftovers) process.stdout.write(`${l.kind.padEnd(14)} ${l.label}  -- ${l.reason}\n`);
+        if (!flags.yes) {
+          process.stdout.write(`${leftovers.length} leftover(s) in ${c.region} (${who}); run again with --yes to remove them\n`);
+          return;
+        }
+        for (const f of result.failed) process.stderr.write(`could not remove ${f.kind} ${f.label}: ${f.error}\n`);
+        process.stdout.write(`removed ${result.removed.length} of ${leftovers.length} leftover(s)${result.failed.length ? '; run again later for the rest' : ''}\n`);
+      });
+    });
+  cloud
+    .command('put-docker-auth')
+    .description('Store DOCKER_ORG_NAME and DOCKER_ORG_PAT (from .env or the environment) in SSM for fleet workers and AMI builds; the PAT as SecureString.')
+    .option('--region <region>', 'AWS region (default: ec2.region, CT_EC2_REGION, us-east-1)')
+    .addHelpText(
+      'after',
+      '\nExample:\n  ct cloud put-docker-auth --region us-east-1\n' +
+        '\nParameters: fleet.docker_org_name_parameter (DOCKER_ORG_NAME_SSM_PARAM, default /linuxbench/docker-org-name) and\n' +
+        'fleet.docker_org_pat_parameter (DOCKER_ORG_PAT_SSM_PARAM, default /linuxbench/docker-org-pat). Existing values are replaced.\n',
+    )
+    .action(async (flags: CommonFlags) => {
+      const { putDockerAuth } = await import('../cloud/docker-auth.js');
+      await withCloud(flags, async (config, _caller, c) => {
+        const f = config.fleet;
+        const names = await putDockerAuth(c.ssm, {
+          name: { parameter: f.docker_org_name_parameter, ...(f.docker_org_name ? { value: f.docker_org_name } : {}) },
+          pat: { parameter: f.docker_org_pat_parameter, ...(f.docker_org_pat ? { value: f.docker_org_pat } : {}) },
+        });
+        process.stdout.write(`stored ${names[0]} (String) and ${names[1]} (SecureString) in ${c.region}\n`);
+      });
+    });
+}
+
+type Clients = import('../cloud/aws-clients.js').AwsClients & import('../cloud/aws-clients.js').FleetClients;
+
+/** Loads the config, checks the credentials (before any other call), runs `body`, closes the clients. */
+async function withCloud(flags: CommonFlags, body: (config: Config, caller: CallerIdentity, c: Clients) => Promise<void>): Promise<void> {
+  const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'ec2.region': flags.region } });
+  const { applyAwsEnvironment, createAwsClients, createFleetClients } = await import('../cloud/aws-clients.js');
+  const { checkCredentialSources, preflightCredentials } = await import('../cloud/credentials.js');
+  checkCredentialSources(config.aws_env);
+  // Read the fleet section now: a bad value there is a usage error before any AWS call.
+  const region = config.ec2.region;
+  void config.fleet;
+  applyAwsEnvironment(config.aws_env);
+  const aws = createAwsClients(region);
+  const fleet = createFleetClients(region);
+  const c: Clients = { ...aws, ...fleet, ssm: aws.ssm };
+  try {
+    const caller = await preflightCredentials(aws, config.aws_env);
+    await body(config, caller, c);
+  } finally {
+    for (const client of [aws.ec2, aws.ssm, aws.sts, aws.instanceConnect, fleet.sqs, fleet.s3, fleet.ssm]) client.destroy();
+  }
+}
+
+function inventoryOptions(config: Config, c: Clients) {
+  const f = config.fleet;
+  return {
+    ec2: c.ec2,
+    sqs: c.sqs,
+    s3: c.s3,
+    ssm: c.ssm,
+    region: c.region,
+    bucket: f.bucket,
+    queuePrefix: f.queue_prefix,
+    secretsPrefix: f.secrets_prefix,
+    prices: { prices: f.prices, ...(f.price_per_hour !== undefined ? { pricePerHour: f.price_per_hour } : {}) },
+  };
+}
