@@ -26,16 +26,17 @@ describe('ct run mtgen on the EC2 sandbox (moto + Instance Connect fake + loopba
     const w = mtgenWorld(server);
     const { CT_STATE_DIR: _state, ...vars } = mtgenVars(w.env());
     const env = world.env(vars);
-    const args = runAllArgs([], 2).filter((a) => a !== '--no-ec2');
+    // One epoch each and a band of 0-100%, to keep the test short: both are kept.
+    const args = runAllArgs(['--epochs', '1', '--pass-min', '0', '--pass-max', '1'], 2).filter((a) => a !== '--no-ec2');
     const r = await ct(args, env, w.root);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     const runDir = runDirOf(r.stdout);
     const s = readState(runDir);
     assert.equal(s.options.ec2, true);
-    assert.deepEqual(s.candidates.map((c: any) => [c.id, c.stage]), [[GOOD.id, 'promoted'], [EASY.id, 'filtered']]);
+    assert.deepEqual(s.candidates.map((c: any) => [c.id, c.stage]), [[GOOD.id, 'promoted'], [EASY.id, 'promoted']]);
     assert.ok(existsSync(join(w.envDir, 'main_tasks', GOOD.id)));
 
-    // Two smoke tests and two evals of two epochs, one instance: launched once, terminated once,
+    // Two smoke tests and two evals, one instance: launched once, terminated once,
     // after the last eval (not when the first eval ended).
     assert.equal(r.stderr.match(/Launching EC2 instance/g)?.length, 1, r.stderr);
     const instances = await world.instances();
@@ -47,16 +48,28 @@ describe('ct run mtgen on the EC2 sandbox (moto + Instance Connect fake + loopba
     assert.ok(r.stderr.indexOf('terminated.') > r.stderr.indexOf(`[eval] ${EASY.id}: pass rate`), r.stderr);
   });
 
-  it('--keep-ec2-instance leaves the instance running and says how to terminate it', async () => {
+  it('--keep-ec2-instance leaves the instance running and says how to terminate it; without --yes nothing is promoted until live-run --yes', async () => {
     await world.reset();
     const w = mtgenWorld(server);
     const { CT_STATE_DIR: _state, ...vars } = mtgenVars(w.env());
-    const args = runAllArgs(['--keep-ec2-instance', '--epochs', '1'], 1).filter((a) => a !== '--no-ec2');
+    const args = runAllArgs(['--keep-ec2-instance', '--epochs', '1', '--pass-min', '0', '--pass-max', '1'], 1).filter((a) => a !== '--no-ec2' && a !== '--yes');
     const r = await ct(args, world.env(vars), w.root);
     assert.equal(r.code, 0, r.stderr + r.stdout);
+    const runDir = runDirOf(r.stdout);
+    assert.match(r.stdout, /1 kept \(not promoted\)/);
+    assert.ok(r.stderr.includes(`[promote] not promoted: ${GOOD.id} (promote later with \`ct run mtgen live-run --run-dir ${runDir} --yes\`)`), r.stderr);
+    assert.ok(!existsSync(join(w.envDir, 'main_tasks', GOOD.id)));
     const instances = await world.instances();
     assert.equal(instances.length, 1);
     assert.equal(instances[0]!.State?.Name, 'running');
     assert.match(r.stderr, /--keep-ec2-instance.*\n.*\n\s+Terminate: aws ec2 terminate-instances --instance-ids i-/);
+
+    // Nothing is left to run in a sandbox: promoting needs no instance.
+    const promote = await ct(['run', 'mtgen', 'live-run', '--run-dir', runDir, '--yes'], world.env(vars), w.root);
+    assert.equal(promote.code, 0, promote.stderr);
+    assert.doesNotMatch(promote.stderr, /Launching EC2 instance/);
+    assert.equal((await world.instances()).length, 1);
+    assert.equal(readState(runDir).candidates[0].stage, 'promoted');
+    assert.ok(existsSync(join(w.envDir, 'main_tasks', GOOD.id, 'scorer.sh')));
   });
 });

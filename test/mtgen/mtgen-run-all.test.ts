@@ -2,41 +2,44 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BROKEN, EASY, GOOD, ct, mtgenServer, mtgenWorld, readState, requestsOf, runAllArgs, runDirOf } from './helpers/mtgen-world.js';
+import { BROKEN, EASY, GOOD, HANGING, ct, mtgenServer, mtgenWorld, readState, requestsOf, runAllArgs, runDirOf } from './helpers/mtgen-world.js';
 
 describe('ct run mtgen run-all --no-ec2 (scripted Anthropic + OpenAI servers, real Docker)', () => {
-  const server = mtgenServer([GOOD, BROKEN, EASY]);
+  const server = mtgenServer([GOOD, BROKEN, EASY, HANGING]);
   before(() => server.start());
   after(() => server.stop());
 
-  it('promotes the good task, rejects the one whose scorer passes untouched (after one repair), filters the too-easy one', async () => {
+  it('promotes the good task, rejects the one whose scorer passes untouched (after one repair) and the one that hangs, filters the too-easy one', async () => {
     const w = mtgenWorld(server);
-    const r = await ct(runAllArgs(), w.env(), w.root);
+    const r = await ct(runAllArgs([], 4), w.env({ CT_MTGEN_SMOKE_TIMEOUT: '4' }), w.root);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     const runDir = runDirOf(r.stdout);
     assert.ok(runDir.startsWith(join(w.dataDir, 'tiny')), runDir);
-    assert.match(r.stdout, /finished: 3 candidate\(s\): 1 promoted, 0 kept \(not promoted\), 1 rejected, 1 filtered/);
+    assert.match(r.stdout, /finished: 4 candidate\(s\): 1 promoted, 0 kept \(not promoted\), 2 rejected, 1 filtered/);
 
     const state = readState(runDir);
     const byId = Object.fromEntries(state.candidates.map((c: any) => [c.id, c]));
-    assert.deepEqual(Object.keys(byId).sort(), ['alpha_report', 'beta_notes', 'gamma_check']);
+    assert.deepEqual(Object.keys(byId).sort(), ['alpha_report', 'beta_notes', 'delta_wait', 'gamma_check']);
     assert.equal(byId.alpha_report.stage, 'promoted');
     assert.deepEqual([byId.alpha_report.passes, byId.alpha_report.scored], [1, 2]);
     assert.equal(byId.gamma_check.stage, 'rejected');
     assert.equal(byId.gamma_check.repairs, 1);
     assert.match(byId.gamma_check.reason, /rejected at validation after 1 repair round: scorer passes on the untouched environment/);
     assert.equal(byId.gamma_check.evalLog, undefined);
+    assert.equal(byId.delta_wait.stage, 'rejected');
+    assert.match(byId.delta_wait.reason, /after 1 repair round: scorer failed on the untouched environment: scorer scorer.sh timed out after 4 s/);
     assert.equal(byId.beta_notes.stage, 'filtered');
     assert.match(byId.beta_notes.reason, /pass rate 100% \(2\/2\) is above the band 20%-80%: too easy/);
 
     // One repair call, for the broken scorer only; no eval of the rejected candidate.
     assert.equal(requestsOf(server, 'ideate'), 1);
-    assert.equal(requestsOf(server, 'generate'), 3);
-    assert.equal(requestsOf(server, 'repair'), 1);
+    assert.equal(requestsOf(server, 'generate'), 4);
+    assert.equal(requestsOf(server, 'repair'), 2);
     assert.equal(requestsOf(server, 'repair', 'gamma_check'), 1);
     assert.equal(requestsOf(server, 'eval', 'gamma_check'), 0);
+    assert.equal(requestsOf(server, 'eval', 'delta_wait'), 0);
     // The repair prompt showed the model why validation failed.
-    const repair = server.requests.find((q) => JSON.stringify(q.body).includes('(stage: repair)'))!;
+    const repair = server.requests.find((q) => JSON.stringify(q.body).includes('Candidate gamma_check failed validation (stage: repair)'))!;
     assert.match(JSON.stringify(repair.body), /scorer passes on the untouched environment/);
 
     // Tokens per stage and model, priced.
@@ -47,8 +50,8 @@ describe('ct run mtgen run-all --no-ec2 (scripted Anthropic + OpenAI servers, re
       'ideate anthropic/claude-haiku-4-5',
       'repair anthropic/claude-haiku-4-5',
     ]);
-    assert.equal(usage['generate anthropic/claude-haiku-4-5'].calls, 3);
-    assert.equal(usage['generate anthropic/claude-haiku-4-5'].inputTokens, 300);
+    assert.equal(usage['generate anthropic/claude-haiku-4-5'].calls, 4);
+    assert.equal(usage['generate anthropic/claude-haiku-4-5'].inputTokens, 400);
     assert.ok(usage['eval openai/gpt-4.1-nano'].inputTokens > 0);
     assert.ok(usage['ideate anthropic/claude-haiku-4-5'].costUsd > 0);
 
@@ -80,7 +83,7 @@ describe('ct run mtgen run-all --no-ec2 (scripted Anthropic + OpenAI servers, re
     assert.equal(status.code, 0, status.stderr);
     assert.match(status.stdout, /alpha_report\s+promoted\s+50% \(1\/2\)/);
     const json = JSON.parse((await ct(['run', 'mtgen', 'status', '--run-dir', runDir, '--json'], w.env(), w.root)).stdout);
-    assert.equal(json.candidates.length, 3);
+    assert.equal(json.candidates.length, 4);
     assert.ok(json.spentUsd > 0);
 
     // A finished run continued does nothing again and never overwrites the promoted task.

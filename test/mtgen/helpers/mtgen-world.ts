@@ -57,11 +57,21 @@ export const EASY: ScriptedTask = {
   work: 'echo beta > /tmp/beta.txt',
 };
 
+/** A scorer that hangs on the untouched environment (its repair hangs too). */
+export const HANGING: ScriptedTask = {
+  id: 'delta_wait',
+  marker: 'DELTA-TASK',
+  requirements: 'DELTA-TASK: wait for /tmp/delta.',
+  scorer: '#!/bin/sh\nsleep 60\necho "INCORRECT: no /tmp/delta"\n',
+  agent: 'always',
+  work: 'true',
+};
+
 /** Which pipeline stage (or eval) a request belongs to, and for which task. */
 export function classify(body: any): { kind: 'ideate' | 'generate' | 'repair' | 'eval' | 'other'; task?: string } {
   const text = JSON.stringify(body);
   if (body.tools?.length) {
-    const t = [GOOD, BROKEN, EASY].find((x) => text.includes(x.marker));
+    const t = [GOOD, BROKEN, EASY, HANGING].find((x) => text.includes(x.marker));
     return { kind: 'eval', ...(t ? { task: t.id } : {}) };
   }
   if (text.includes('(stage: repair)')) return { kind: 'repair', task: /Candidate (\w+) failed validation/.exec(text)?.[1] };
