@@ -179,7 +179,7 @@ async function runAllCommand(flags: RunAllFlags): Promise<number> {
     usage: [],
   });
   process.stdout.write(`run directory: ${dir}\n`);
-  return finish(await runPipeline(pipelineInput(config, state, flags)), state);
+  return runLocked(config, state, flags);
 }
 
 async function liveRunCommand(flags: LiveRunFlags, cmd: Command): Promise<number> {
@@ -193,7 +193,16 @@ async function liveRunCommand(flags: LiveRunFlags, cmd: Command): Promise<number
   resolveEnvironment(config, state.data.env, state.data.sideTask);
   await preflight(config, o);
   process.stdout.write(`run directory: ${state.dir}\n`);
-  return finish(await runPipeline(pipelineInput(config, state, flags)), state);
+  return runLocked(config, state, flags);
+}
+
+async function runLocked(config: Config, state: RunState, flags: CommonFlags): Promise<number> {
+  const release = state.lock();
+  try {
+    return finish(await runPipeline(pipelineInput(config, state, flags)), state);
+  } finally {
+    release();
+  }
 }
 
 function pipelineInput(config: Config, state: RunState, flags: CommonFlags) {

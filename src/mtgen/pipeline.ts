@@ -84,7 +84,14 @@ export async function runPipeline(p: PipelineInput): Promise<PipelineOutcome> {
       for (;;) {
         if (sess.stopping.aborted) return { status: 'interrupted', exitCode: sess.stoppedExitCode };
         note(`[validate] ${c.id}: checks and smoke test${c.repairs ? ' (after repair)' : ''}...`);
-        const failure = await validateCandidateIn(sess, p, env, c);
+        let failure: string | undefined;
+        try {
+          failure = await validateCandidateIn(sess, p, env, c);
+        } catch (e) {
+          // A smoke test cut short by Ctrl-C says nothing about the candidate: it is validated again next time.
+          if (sess.stopping.aborted) return { status: 'interrupted', exitCode: sess.stoppedExitCode };
+          throw e;
+        }
         if (sess.stopping.aborted) return { status: 'interrupted', exitCode: sess.stoppedExitCode };
         if (!failure) {
           c.stage = 'validated';

@@ -1,9 +1,12 @@
-import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, errorMessage } from '../errors.js';
+import { processAlive } from '../host/process-alive.js';
 import { stateSchema, type MtgenState, type UsageRow, type UsageStage } from './types.js';
 
 export const STATE_FILE = 'state.json';
+/** Holds the pid of the process working on the run; a dead pid's lock is stale and taken over. */
+export const LOCK_FILE = 'run.lock';
 
 /**
  * The run's state.json. Every change is written whole to a temporary file and renamed over the
@@ -46,6 +49,24 @@ export class RunState {
       throw new ConfigError(`${file} is not a valid mtgen state (${problems.join('; ')}); restore it or fix it by hand; nothing was changed`);
     }
     return new RunState(dir, r.data);
+  }
+
+  /**
+   * Claims the run for this process, so two live-runs never write one state. A lock left by a
+   * process that is gone (killed) is taken over. Returns the release function.
+   */
+  lock(): () => void {
+    const file = join(this.dir, LOCK_FILE);
+    if (existsSync(file)) {
+      const pid = Number(readFileSync(file, 'utf8').trim());
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+        throw new ConfigError(`another ct process (pid ${pid}) is working on ${this.dir}; wait for it or stop it, then run live-run again`);
+      }
+    }
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, `${process.pid}\n`);
+    renameSync(tmp, file);
+    return () => rmSync(file, { force: true });
   }
 
   /** Writes the state atomically (temp file + rename). */

@@ -62,6 +62,23 @@ describe('ct run mtgen: bad input exits 2, names the problem, creates and change
     assert.equal(server.requests.length, 0);
   });
 
+  it('a run another live process is working on: exit 2 naming its pid, the lock and state untouched', async () => {
+    const w = mtgenWorld(server);
+    const first = await ct(runAllArgs(['--budget', '0.001'], 1), w.env(), w.root);
+    assert.equal(first.code, 3, first.stderr);
+    const runDir = /^run directory: (.+)$/m.exec(first.stdout)![1]!;
+    assert.ok(!existsSync(join(runDir, 'run.lock')), 'the lock goes when the run stops');
+    // This test process stands for a live ct working on the run.
+    writeFileSync(join(runDir, 'run.lock'), `${process.pid}\n`);
+    const state = readFileSync(join(runDir, 'state.json'), 'utf8');
+    const r = await ct(['run', 'mtgen', 'live-run', '--run-dir', runDir, '--budget', '5', '--no-ec2'], w.env(), w.root);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, new RegExp(`another ct process \\(pid ${process.pid}\\) is working on`));
+    assert.equal(readFileSync(join(runDir, 'state.json'), 'utf8'), state);
+    assert.equal(readFileSync(join(runDir, 'run.lock'), 'utf8').trim(), String(process.pid));
+    assert.equal(server.requests.length, 0);
+  });
+
   it('--help of each subcommand shows an example', async () => {
     const w = mtgenWorld(server);
     for (const sub of ['run-all', 'live-run', 'status']) {
