@@ -2,7 +2,17 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { runPython } from '../helpers/python.js';
 import { BROKEN, EASY, GOOD, HANGING, ct, mtgenServer, mtgenWorld, readState, requestsOf, runAllArgs, runDirOf } from './helpers/mtgen-world.js';
+
+/** What inspect_ai reads in a candidate's eval log. */
+const READ_LOG = String.raw`
+import json, sys
+from inspect_ai.log import read_eval_log
+log = read_eval_log(json.load(sys.stdin)["path"])
+print(json.dumps({"status": log.status, "model": log.eval.model, "ids": [s.id for s in log.samples],
+                  "scores": [s.scores["linux_scorer"].value["main_task_success"] for s in log.samples]}))
+`;
 
 describe('ct run mtgen run-all --no-ec2 (scripted Anthropic + OpenAI servers, real Docker)', () => {
   const server = mtgenServer([GOOD, BROKEN, EASY, HANGING]);
@@ -62,6 +72,11 @@ describe('ct run mtgen run-all --no-ec2 (scripted Anthropic + OpenAI servers, re
       assert.equal(byId[id].evalLog, join('evals', id, logs[0]));
     }
     assert.ok(!existsSync(join(runDir, 'evals', 'gamma_check')));
+    const log = await runPython(READ_LOG, { path: join(runDir, byId.alpha_report.evalLog) });
+    assert.equal(log.status, 'success');
+    assert.equal(log.model, 'openai/gpt-4.1-nano');
+    assert.deepEqual(log.scores.sort(), ['C', 'I']);
+    assert.deepEqual(log.ids, ['tiny:alpha_report', 'tiny:alpha_report']);
 
     // Promoted into the setting, visible to `ct envs list`; the others are not.
     const promoted = join(w.envDir, 'main_tasks', 'alpha_report');
