@@ -71,6 +71,7 @@ const usageSchema = z.object({
   stage: z.enum(USAGE_STAGES),
   /** `provider/model`. */
   model: z.string(),
+  /** Model calls the pipeline made (0 in eval rows: the eval log has each of the honest policy's calls). */
   calls: z.number().int().min(0),
   inputTokens: z.number().int().min(0),
   outputTokens: z.number().int().min(0),
