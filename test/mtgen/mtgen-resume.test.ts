@@ -75,4 +75,28 @@ describe('ct run mtgen: resume after SIGKILL', () => {
     // The killed runs' sandboxes were swept by the next run.
     assert.deepEqual(ctProjects().filter((p) => leftBehind.includes(p)), []);
   });
+
+  it('Ctrl-C during an eval stops the run (exit 130), tears its sandboxes down and says how to continue', async () => {
+    const w = mtgenWorld(server);
+    server.holdIf = ({ body }) => classify(body).kind === 'eval';
+    server.held = 0;
+    const child = startCt(runAllArgs(['--epochs', '1'], 1), { env: w.env(), cwd: w.root });
+    const done = finished(child);
+    let running: string[] = [];
+    try {
+      await until('the eval', () => server.held >= 1);
+      running = projectsOfState(join(w.root, 'state'));
+    } finally {
+      child.kill('SIGINT');
+    }
+    assert.equal(running.length, 1);
+    const r = await done;
+    server.holdIf = undefined;
+    assert.equal(r.code, 130, r.stderr);
+    const runDir = runDirOf(r.stdout);
+    assert.ok(r.stderr.includes(`interrupted; the state is saved; continue with: ct run mtgen live-run --run-dir ${runDir}`), r.stderr);
+    const s = readState(runDir);
+    assert.deepEqual(s.candidates.map((c: any) => c.stage), ['validated']);
+    assert.deepEqual(ctProjects().filter((p) => running.includes(p)), []);
+  });
 });
