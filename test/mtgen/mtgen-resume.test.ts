@@ -14,7 +14,7 @@ async function until(what: string, check: () => boolean, timeoutMs = 90_000): Pr
   }
 }
 
-describe('ct run mtgen: resume after SIGKILL', () => {
+describe('ct run mtgen: stopped (SIGKILL, Ctrl-C) and resumed', () => {
   const server = mtgenServer([GOOD, EASY]);
   before(() => server.start());
   after(() => server.stop());
