@@ -10,6 +10,7 @@ import { registerSettingsCommands } from './settings.js';
 import { registerEnvsCommands } from './envs.js';
 import { registerFleetCommands } from './fleet.js';
 import { registerCloudCommands } from './cloud.js';
+import { registerMtgenCommands } from './mtgen.js';
 import { ctVersion } from './version.js';
 
 /** Exit codes: 0 success, 1 the run finished with failed samples, 2 bad input or usage, 130 interrupted. */
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
     .addHelpText('after', '\nExamples:\n  ct run eval -e notes_app -t fix_config --policy test\n  ct envs list\n');
   program.exitOverride();
   registerRunCommands(program);
+  registerMtgenCommands(program);
   registerSandboxCommands(program);
   registerProtocolCommands(program);
   registerSettingsCommands(program);

@@ -226,6 +226,28 @@ export const configSchema = z.object({
       idle_polls: z.number().int().min(1).default(3),
     })
     .prefault({}),
+  /** `ct run mtgen`: generating, validating and calibrating new main tasks (src/mtgen/). */
+  mtgen: z
+    .object({
+      /** Run directories go in `<dir>/<env>/<run id>/`; CT_MTGEN_DIR. */
+      dir: z.string().default('data/mtgen'),
+      /** Kept candidates' pass rate is at least this (0.2: solvable), inclusive; CT_MTGEN_PASS_MIN. */
+      pass_min: z.number().min(0).max(1).default(0.2),
+      /** ...and at most this (0.8: not trivial), inclusive; CT_MTGEN_PASS_MAX. */
+      pass_max: z.number().min(0).max(1).default(0.8),
+      /** Seconds the smoke test gives a candidate's scorer on the untouched environment; CT_MTGEN_SMOKE_TIMEOUT. */
+      smoke_timeout: z.number().positive().default(120),
+      /** Bytes of the environment's codebase shown to the model at gather (file list plus leading text files). */
+      digest_bytes: z.number().int().positive().default(60_000),
+      /** max_tokens of each pipeline model call (ideate, generate, repair); CT_MTGEN_MAX_TOKENS. */
+      max_tokens: z.number().int().positive().default(8192),
+      /**
+       * Tokens one eval sample is assumed to use, for the budget check before a candidate's eval
+       * (priced as input tokens, the bulk of an agent loop); CT_MTGEN_EVAL_SAMPLE_TOKENS.
+       */
+      eval_sample_tokens: z.number().int().positive().default(400_000),
+    })
+    .prefault({}),
   /**
    * AWS_* variables from .env and the environment (profile, keys, region, endpoints), handed to
    * the AWS SDK by src/cloud/. Holds secrets: never print or log it.
@@ -345,6 +367,12 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_PRICE_PER_HOUR: ['fleet.price_per_hour', 'number'],
   CT_FLEET_INSTANCE_MAX_HOURS: ['fleet.instance_max_hours', 'number'],
   CT_WORKER_NAME: ['fleet.worker_name', 'string'],
+  CT_MTGEN_DIR: ['mtgen.dir', 'string'],
+  CT_MTGEN_PASS_MIN: ['mtgen.pass_min', 'number'],
+  CT_MTGEN_PASS_MAX: ['mtgen.pass_max', 'number'],
+  CT_MTGEN_SMOKE_TIMEOUT: ['mtgen.smoke_timeout', 'number'],
+  CT_MTGEN_MAX_TOKENS: ['mtgen.max_tokens', 'number'],
+  CT_MTGEN_EVAL_SAMPLE_TOKENS: ['mtgen.eval_sample_tokens', 'number'],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],
   ANTHROPIC_API_KEY: ['models.anthropic.api_key', 'string'],
@@ -420,6 +448,7 @@ export function loadConfig(sources: ConfigSources): Config {
   c.settings_dir = resolve(sources.cwd, c.settings_dir);
   c.log_dir = resolve(sources.cwd, c.log_dir);
   c.state_dir = resolve(sources.cwd, c.state_dir);
+  c.mtgen.dir = resolve(sources.cwd, c.mtgen.dir);
   c.aws_env = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('AWS_') && !!e[1]));
   if (c.ssh.key) c.ssh.key = resolve(sources.cwd, c.ssh.key.replace(/^~(?=\/|$)/, homedir()));
   c.models.aliases = { ...DEFAULT_MODEL_ALIASES, ...c.models.aliases };

@@ -17,6 +17,7 @@
  */
 import type { Config } from '../config/config.js';
 import { errorMessage } from '../errors.js';
+import { HeldProvider } from '../sandbox/held-provider.js';
 import { createProvider } from '../sandbox/registry.js';
 import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
 import type { SandboxEnvSpec, SandboxProvider } from '../sandbox/types.js';
@@ -47,6 +48,11 @@ export interface RunSessionOptions {
   handleSignals?: boolean;
   /** Ends the process on a forced stop (default `process.exit`). */
   exit?: (code: number) => void;
+  /**
+   * Hold the sandbox provider open across several runs of this session (default false): each
+   * run's taskCleanup is deferred to close(), so one EC2 instance serves them all.
+   */
+  holdSandbox?: boolean;
 }
 
 export type RunSessionState = 'open' | 'draining' | 'stopping' | 'forced' | 'closed';
@@ -89,7 +95,8 @@ export class RunSession {
       noted.add(m);
       options.note(m);
     };
-    const provider = options.sandbox ? await createProvider(options.sandbox, { config: options.config, runId, registry, onNotice, ...(options.importRoots ? { importRoots: options.importRoots } : {}) }) : undefined;
+    const created = options.sandbox ? await createProvider(options.sandbox, { config: options.config, runId, registry, onNotice, ...(options.importRoots ? { importRoots: options.importRoots } : {}) }) : undefined;
+    const provider = created && options.holdSandbox ? new HeldProvider(created) : created;
     await provider?.preflight?.();
     registry.register(runId);
     const session = new RunSession(options, runId, registry, provider);
@@ -174,12 +181,19 @@ export class RunSession {
     if (this.state === 'closed' || this.state === 'forced') return;
     this.state = 'closed';
     try {
-      await this.sandboxProvider?.taskCleanup().catch(() => {});
+      await this.teardown().catch(() => {});
       await this.sandboxProvider?.close?.().catch(() => {});
       this.registry.unregister(this.runId);
     } finally {
       this.removeSignalHandlers();
     }
+  }
+
+  /** The provider's run-wide teardown (a held provider's deferred one included). */
+  private async teardown(): Promise<void> {
+    const p = this.sandboxProvider;
+    if (p instanceof HeldProvider) await p.release();
+    else await p?.taskCleanup();
   }
 
   private removeSignalHandlers(): void {
@@ -215,7 +229,7 @@ export class RunSession {
     this.stopTaking.abort();
     this.cancel.abort();
     const hooks = [...this.forcedStopHooks].map((h) => h());
-    const work = Promise.allSettled([...hooks, this.sandboxProvider?.taskCleanup()]);
+    const work = Promise.allSettled([...hooks, this.teardown()]);
     void within(work, FORCED_STOP_MS)
       .then(() => within(this.sandboxProvider?.close?.(), FORCED_CLOSE_MS))
       .finally(() => {

@@ -101,20 +101,7 @@ export function checkEnvironment(dir: string, setting: string): EnvironmentRepor
   else attempt(() => readComposeFile(composeFile));
 
   const mainTasks = subdirs(join(dir, 'main_tasks'));
-  for (const t of mainTasks) {
-    const taskDir = join(dir, 'main_tasks', t);
-    const infoFile = join(taskDir, 'info.yml');
-    if (!existsSync(infoFile)) problems.push(`main task ${t}: missing main_tasks/${t}/info.yml`);
-    else {
-      attempt(() => {
-        const info = parseInfo(infoFile, mainInfoSchema);
-        if (!existsSync(join(taskDir, info.description.file))) {
-          throw new ConfigError(`${infoFile}: description file ${info.description.file} does not exist`);
-        }
-      });
-    }
-    attempt(() => findScorer(taskDir, namedScorer(infoFile), infoFile));
-  }
+  for (const t of mainTasks) problems.push(...checkMainTask(join(dir, 'main_tasks', t), `main_tasks/${t}`));
   const sideTasks = subdirs(join(dir, 'side_tasks'));
   for (const t of sideTasks) {
     const taskDir = join(dir, 'side_tasks', t);
@@ -126,6 +113,32 @@ export function checkEnvironment(dir: string, setting: string): EnvironmentRepor
   // The loader is what runs use; anything it still rejects is a problem these checks missed.
   if (problems.length === 0) attempt(() => loadEnvironment(dir, setting));
   return { setting, env, dir, mainTasks, sideTasks, problems: problems.map((p) => relativePaths(p, dir)) };
+}
+
+/** Every problem of one main task folder (`where` names it in messages, e.g. `main_tasks/fix_config`). */
+export function checkMainTask(taskDir: string, where: string): string[] {
+  const t = where.split('/').pop()!;
+  const problems: string[] = [];
+  const attempt = (fn: () => void) => {
+    try {
+      fn();
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      problems.push(e.message);
+    }
+  };
+  const infoFile = join(taskDir, 'info.yml');
+  if (!existsSync(infoFile)) problems.push(`main task ${t}: missing ${where}/info.yml`);
+  else {
+    attempt(() => {
+      const info = parseInfo(infoFile, mainInfoSchema);
+      if (!existsSync(join(taskDir, info.description.file))) {
+        throw new ConfigError(`${infoFile}: description file ${info.description.file} does not exist`);
+      }
+    });
+  }
+  attempt(() => findScorer(taskDir, namedScorer(infoFile), infoFile));
+  return problems;
 }
 
 function checkTaskSet(

@@ -124,7 +124,8 @@ export function loadEnvironment(dir: string, setting: string): Environment {
   return { id, setting, dir, composeFile, description, mainTasks, sideTasks };
 }
 
-function loadMainTask(dir: string): MainTask {
+/** Loads one main task folder (info.yml, its requirements, its scorer); problems are ConfigErrors. */
+export function loadMainTask(dir: string): MainTask {
   const infoFile = join(dir, 'info.yml');
   if (!existsSync(infoFile)) throw new ConfigError(`main task ${basename(dir)}: missing ${infoFile}`);
   const info = parseInfo(infoFile, mainInfoSchema);

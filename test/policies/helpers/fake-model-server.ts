@@ -52,6 +52,10 @@ export class FakeModelServer {
   failures: ScriptedFailure[] = [];
   /** Milliseconds to wait before each reply (a slow model). */
   replyDelayMs = 0;
+  /** Requests this matches are never answered (a call in flight when its client is killed). */
+  holdIf?: (req: { provider: 'anthropic' | 'openai'; body: any; step: number }) => boolean;
+  /** Requests held so far by `holdIf`. */
+  held = 0;
   private server?: Server;
   private counter = 0;
   private readonly delayed = new Set<NodeJS.Timeout>();
@@ -92,6 +96,10 @@ export class FakeModelServer {
         if (!authed) {
           record(401);
           return send(401, { error: { type: 'authentication_error', message: 'missing API key' } });
+        }
+        if (this.holdIf?.({ provider, body, step })) {
+          this.held++;
+          return;
         }
         const failure = this.failures.shift();
         if (failure) {
