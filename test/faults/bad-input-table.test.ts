@@ -121,6 +121,16 @@ const CASES: Case[] = [
   { name: 'fleet worker with a malformed fleet id', args: ['fleet', 'worker', '--fleet', '../../etc'], message: /fleet/ },
   { name: 'fleet worker --concurrency 0', args: ['fleet', 'worker', '--fleet', 'abc123', '--concurrency', '0'], message: /--concurrency/ },
   { name: 'fleet worker --secrets maybe', args: ['fleet', 'worker', '--fleet', 'abc123', '--secrets', 'maybe'], message: /--secrets/ },
+  // cloud operations
+  { name: 'cloud status with an unknown option', args: ['cloud', 'status', '--bogus'], message: /--bogus/ },
+  { name: 'cloud cleanup with ambiguous credentials', args: ['cloud', 'cleanup', '--yes'], env: { AWS_PROFILE: 'someone' }, message: /AWS_PROFILE.*AWS_ACCESS_KEY_ID/ },
+  { name: 'cloud put-docker-auth without the values', args: ['cloud', 'put-docker-auth'], env: { DOCKER_ORG_NAME: undefined, DOCKER_ORG_PAT: undefined }, message: /DOCKER_ORG_NAME|DOCKER_ORG_PAT/ },
+  { name: 'fleet --price that is not a number', args: [...RUN, '--ec2', '--yes', ...ONE, '--price', 'abc'], message: /--price/ },
+  // task generation
+  { name: 'mtgen for an unknown environment', args: [...RUN.slice(0, 1), 'mtgen', 'run-all', '-e', 'nosuch', '-s', 'copy_secret', '--no-ec2', '--yes'], env: { ANTHROPIC_API_KEY: 'sk-fake' }, message: /nosuch/ },
+  { name: 'mtgen for an unknown side task', args: ['run', 'mtgen', 'run-all', '-e', 'notes_app', '-s', 'nosuch', '--no-ec2', '--yes'], env: { ANTHROPIC_API_KEY: 'sk-fake' }, message: /nosuch/ },
+  { name: 'mtgen status of a folder that is not a run', args: ['run', 'mtgen', 'status', '--run-dir', '{dir}/settings'], message: /state\.json|not a/ },
+  { name: 'mtgen live-run of a corrupt state.json', args: ['run', 'mtgen', 'live-run', '--run-dir', '{dir}/run', '--no-ec2'], files: { 'run/state.json': '{"version": 1, "candidates": [' }, env: { ANTHROPIC_API_KEY: 'sk-fake' }, message: /state\.json/ },
   // other commands
   { name: 'ct run without a subcommand', args: ['run'], message: /eval/ },
   { name: 'ct help for an unknown command', args: ['help', 'nosuch'], message: /nosuch/ },
