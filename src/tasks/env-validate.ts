@@ -84,18 +84,21 @@ export function validateEnvironments(catalog: SettingsCatalog, o: ValidateOption
   return { environments, taskSets: onlyEnvs ? taskSets.filter((t) => t.lines > 0) : taskSets, problemCount };
 }
 
+/** Runs a check, adding its ConfigError's message to `problems` (any other error propagates). */
+function collectProblem(problems: string[], check: () => void): void {
+  try {
+    check();
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    problems.push(e.message);
+  }
+}
+
 /** Every problem of one environment folder. */
 export function checkEnvironment(dir: string, setting: string): EnvironmentReport {
   const env = dir.split(/[\\/]/).pop()!;
   const problems: string[] = [];
-  const attempt = (fn: () => void) => {
-    try {
-      fn();
-    } catch (e) {
-      if (!(e instanceof ConfigError)) throw e;
-      problems.push(e.message);
-    }
-  };
+  const attempt = (fn: () => void) => collectProblem(problems, fn);
   const composeFile = COMPOSE_FILES.map((f) => join(dir, 'codebase', f)).find(existsSync);
   if (!composeFile) problems.push(`no codebase/compose.yml`);
   else attempt(() => readComposeFile(composeFile));
@@ -119,14 +122,7 @@ export function checkEnvironment(dir: string, setting: string): EnvironmentRepor
 export function checkMainTask(taskDir: string, where: string): string[] {
   const t = where.split('/').pop()!;
   const problems: string[] = [];
-  const attempt = (fn: () => void) => {
-    try {
-      fn();
-    } catch (e) {
-      if (!(e instanceof ConfigError)) throw e;
-      problems.push(e.message);
-    }
-  };
+  const attempt = (fn: () => void) => collectProblem(problems, fn);
   const infoFile = join(taskDir, 'info.yml');
   if (!existsSync(infoFile)) problems.push(`main task ${t}: missing ${where}/info.yml`);
   else {
