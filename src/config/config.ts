@@ -225,6 +225,11 @@ export const configSchema = z.object({
        * still running (AWS gives 120 s notice; default 20); CT_FLEET_SPOT_HANDBACK_SECONDS.
        */
       spot_handback_seconds: z.number().int().min(0).max(120).default(20),
+      /**
+       * The environment a --worker-setup script leaves for the sandbox: NAME=value lines the worker
+       * reads after the script (its own variables win); CT_FLEET_WORKER_SETUP_ENV.
+       */
+      worker_setup_env: z.string().default('/opt/linuxbench-worker-setup.env'),
       /** How often a worker started with --spot-watch reads its instance metadata for a notice (default 5 s); CT_FLEET_SPOT_POLL_SECONDS. */
       spot_poll_seconds: z.number().positive().default(5),
     })
@@ -351,6 +356,7 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_DEADMAN_MARGIN_MINUTES: ['fleet.deadman_margin_minutes', 'number'],
   CT_FLEET_SPOT_HANDBACK_SECONDS: ['fleet.spot_handback_seconds', 'number'],
   CT_FLEET_SPOT_POLL_SECONDS: ['fleet.spot_poll_seconds', 'number'],
+  CT_FLEET_WORKER_SETUP_ENV: ['fleet.worker_setup_env', 'string'],
   CT_WORKER_NAME: ['fleet.worker_name', 'string'],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],

@@ -8,7 +8,8 @@
  *   3. fetches the code artifact from the fleet bucket (with the instance role), installs its
  *      locked dependencies (from the AMI's prepared tree or npm cache when present) and builds it;
  *   4. logs in to the image registry with the name and token read from SSM (skipped when absent);
- *   5. runs `ct fleet worker`, which runs --worker-setup as root before taking jobs;
+ *   5. runs `ct fleet worker` (as root), which runs --worker-setup before taking jobs and then
+ *      reads the variables it left in /opt/linuxbench-worker-setup.env;
  *   6. uploads its log to `s3://{bucket}/{fleet_id}/logs/{instance_id}-bootstrap.log` and shuts the
  *      instance down (shutdown behaviour `terminate`).
  *
@@ -173,7 +174,7 @@ upload_log
 
 log "worker: start"
 start=$(date +%s)
-(cd "$CT_DIR" && CT_WORKER_NAME="$INSTANCE_ID" node bin/ct.js fleet worker --fleet "$FLEET_ID" --region "$REGION" --concurrency "$CONCURRENCY" --spot-watch) >>"$LOG" 2>&1
+(cd "$CT_DIR" && CT_WORKER_NAME="$INSTANCE_ID" CT_FLEET_WORKER_SETUP_ENV="$ROOT/opt/linuxbench-worker-setup.env" node bin/ct.js fleet worker --fleet "$FLEET_ID" --region "$REGION" --concurrency "$CONCURRENCY" --spot-watch) >>"$LOG" 2>&1
 rc=$?
 log "worker: exited $rc after $(( $(date +%s) - start ))s"
 finish "worker done" 0

@@ -31,12 +31,14 @@
  *   visible or in flight.
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config/config.js';
 import { CloudError, ConfigError, SampleError, ScorerError, errorMessage } from '../errors.js';
+import { readDotenvFile } from '../config/dotenv-file.js';
 import { RunSession } from '../eval/run-session.js';
 import { runSamplePool, type PoolItem } from '../eval/sample-pool.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
@@ -134,7 +136,10 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const cacheDir = settingsCacheDir(config);
   const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
-  if (manifest.sandbox.worker_setup) await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
+  if (manifest.sandbox.worker_setup) {
+    await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
+    applySetupEnv(config.fleet.worker_setup_env, o.log);
+  }
   const importRoots = [o.cwd, ...extraRoots.roots];
   const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
     models: new ModelRegistry(config.models),
@@ -447,6 +452,18 @@ async function runWorkerSetup(dir: string, path: string, log: (line: string) => 
   } catch (e) {
     throw new ConfigError(`worker setup ${path} failed: ${errorMessage(e).split('\n').slice(-5).join('\n')}`);
   }
+}
+
+/**
+ * The variables a setup script left in `file` (NAME=value lines), for the sandbox: set in this
+ * process's environment, which providers and their tools inherit; a variable already set wins.
+ */
+function applySetupEnv(file: string, log: (line: string) => void): void {
+  if (!existsSync(file)) return;
+  const vars = readDotenvFile(file);
+  const set = Object.keys(vars).filter((k) => process.env[k] === undefined);
+  for (const k of set) process.env[k] = vars[k];
+  log(`worker setup environment from ${file}: ${set.join(', ') || 'nothing new'}`);
 }
 
 /** The job's sample from the settings the manifest pins. */

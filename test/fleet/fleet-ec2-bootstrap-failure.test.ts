@@ -39,12 +39,13 @@ after(async () => {
   rmSync(dirs.work, { recursive: true, force: true });
 });
 
-test('a missing code artifact: log uploaded, instance shut down, no more launches after 3 failed bootstraps', async () => {
+test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, instance shut down, no more launches after 3 failed bootstraps', async () => {
   const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
   const s3 = new S3Client({ ...aws(), forcePathStyle: true });
   // Before each instance boots, the artifact the controller uploaded goes.
   const harness = new InstanceHarness({
     motoUrl: moto.url,
+    stockImages: [images.ubuntu],
     beforeBoot: async () => {
       const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'artifacts/' }));
       for (const o of listed.Contents ?? []) await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: o.Key! }));
@@ -74,6 +75,14 @@ test('a missing code artifact: log uploaded, instance shut down, no more launche
       const text = await up.Body!.transformToString();
       assert.match(text, /bootstrap failed at step fetch-code/);
       assert.doesNotMatch(text, /step build: start/, 'nothing after the failed step');
+      // Stock Ubuntu: Docker, the AWS CLI and Node 20 (NodeSource) installed at boot.
+      assert.match(text, /step install-base: ok in \d+s/);
+      assert.match(text, /NodeSource repository for Node 20 configured/);
+      assert.deepEqual(inst.installs, [
+        'apt-get update -q',
+        'apt-get install -y -q awscli docker.io docker-compose-v2',
+        'apt-get install -y -q nodejs',
+      ]);
     }
     await harness.stop();
     assert.deepEqual(harness.liveGroups(), []);

@@ -16,7 +16,7 @@
  * for under the instance's root (`ami: true` for the image ids given).
  */
 import { DescribeInstanceAttributeCommand, DescribeInstancesCommand, EC2Client, TerminateInstancesCommand } from '@aws-sdk/client-ec2';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -33,6 +33,12 @@ export interface HarnessOptions {
   env?: Record<string, string>;
   /** Image ids that stand for a worker AMI: the prepared node_modules is in place. */
   workerAmis?: string[];
+  /**
+   * Image ids that stand for stock Ubuntu 22.04: the script's PATH holds only a base system
+   * (coreutils, bash, curl, tar, git); `apt-get install` of docker.io, awscli or nodejs links
+   * this machine's binary in, and NodeSource's setup script is served by the metadata server.
+   */
+  stockImages?: string[];
   /** Runs before an instance's script starts (a test may break something first). */
   beforeBoot?: (instanceId: string) => Promise<void>;
   /** How often moto is polled (ms). */
@@ -73,6 +79,22 @@ exit 0
 `;
 const INSTALLER_SHIM = (name: string) => `#!/bin/sh
 echo "${name} $*" >> "$CT_BOOT_ROOT/.harness/installs"
+exit 0
+`;
+/** What a stock Ubuntu 22.04 cloud image has on its PATH (of what the bootstrap uses). */
+const STOCK_TOOLS = ['bash', 'sh', 'env', 'date', 'mkdir', 'rm', 'tar', 'gzip', 'sha256sum', 'cut', 'hostname', 'curl', 'cat', 'sleep', 'ln', 'cp', 'mv', 'grep', 'sed', 'tail', 'head', 'dirname', 'basename', 'readlink', 'chmod', 'uname', 'tee', 'git', 'id'];
+/** Binaries an `apt-get install` of these packages puts on the PATH. */
+const PACKAGE_BINARIES: Record<string, string[]> = { 'docker.io': ['docker'], awscli: ['aws'], nodejs: ['node', 'npm', 'npx'] };
+/** apt-get on a stock image: records the call and links this machine's binaries of the packages named. */
+const APT_SHIM = (links: Record<string, string>) => `#!/bin/sh
+echo "apt-get $*" >> "$CT_BOOT_ROOT/.harness/installs"
+for p in "$@"; do
+  case "$p" in
+${Object.entries(PACKAGE_BINARIES)
+  .map(([pkg, bins]) => `    ${pkg}) ${bins.map((b) => `ln -sf ${links[b]} "$CT_BOOT_ROOT/.harness/sys/${b}"`).join('; ')} ;;`)
+  .join('\n')}
+  esac
+done
 exit 0
 `;
 
@@ -129,6 +151,15 @@ export class InstanceHarness {
     writeFileSync(join(bin, 'shutdown'), SHUTDOWN_SHIM);
     for (const name of ['apt-get', 'apt', 'snap']) writeFileSync(join(bin, name), INSTALLER_SHIM(name));
     for (const f of ['shutdown', 'apt-get', 'apt', 'snap']) chmodSync(join(bin, f), 0o755);
+    const stock = this.o.stockImages?.includes(imageId);
+    const sys = join(root, '.harness', 'sys');
+    if (stock) {
+      mkdirSync(sys);
+      const which = (t: string) => execFileSync('bash', ['-c', `command -v ${t}`], { encoding: 'utf8' }).trim();
+      for (const t of STOCK_TOOLS) symlinkSync(which(t), join(sys, t));
+      const links = Object.fromEntries(Object.values(PACKAGE_BINARIES).flat().map((b) => [b, b === 'aws' ? execFileSync('pyenv', ['which', 'aws'], { encoding: 'utf8' }).trim() : which(b)]));
+      writeFileSync(join(bin, 'apt-get'), APT_SHIM(links));
+    }
     if (this.o.workerAmis?.includes(imageId)) {
       const prepared = join(root, 'opt', 'ct-ami', 'node_modules', this.lockHash);
       mkdirSync(prepared, { recursive: true });
@@ -142,7 +173,8 @@ export class InstanceHarness {
     const port = (inst.server.address() as AddressInfo).port;
     // Only what cloud-init would give, plus the harness's endpoints: no AWS_* key, no profile.
     inst.env = {
-      PATH: `${bin}:${process.env.PATH}`,
+      PATH: stock ? `${bin}:${sys}` : `${bin}:${process.env.PATH}`,
+      ...(stock ? { CT_NODE_SETUP_URL: `http://127.0.0.1:${port}/harness/nodesource-setup` } : {}),
       LANG: 'C.UTF-8',
       CT_BOOT_ROOT: root,
       CT_IMDS_ENDPOINT: `http://127.0.0.1:${port}`,
@@ -175,6 +207,7 @@ export class InstanceHarness {
         void this.shutdown(inst);
         return;
       }
+      if (url === '/harness/nodesource-setup') return send(200, 'echo "NodeSource repository for Node 20 configured"\n');
       if (req.method === 'PUT' && url === '/latest/api/token') return send(200, token);
       if (req.headers['x-aws-ec2-metadata-token'] !== token) return send(401, 'IMDSv2 token required');
       const path = url.replace(/^\/latest\/meta-data\//, '');
