@@ -151,7 +151,12 @@ install_deps() {
   fi
 }
 
-build_code() { (cd "$CT_DIR" && ./node_modules/.bin/tsc -p .); }
+# tsconfig.build.json compiles src only (what the worker runs), about a third less than the whole project.
+build_code() {
+  local project=.
+  [ -f "$CT_DIR/tsconfig.build.json" ] && project=tsconfig.build.json
+  (cd "$CT_DIR" && ./node_modules/.bin/tsc -p "$project")
+}
 
 docker_login() {
   local name pat

@@ -10,7 +10,8 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { ensureEgressOnlySecurityGroup } from '../../src/cloud/security-group.js';
-import { CloudError } from '../../src/errors.js';
+import { CloudError, ConfigError } from '../../src/errors.js';
+import { concurrencyFor, instanceSize } from '../../src/fleet/ec2-worker-plan.js';
 import { Ec2Launcher, type Ec2LauncherOptions } from '../../src/fleet/ec2-launcher.js';
 import { FAKE_AWS } from '../helpers/fleet.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
@@ -130,4 +131,13 @@ test('no capacity at all: 3 launches in a row, then EC2 error, nothing left runn
   assert.equal(proxy.runInstances.length, 3);
   assert.ok(proxy.runInstances.every((f) => f.get('InstanceMarketOptions.MarketType') === null), '--on-demand never asks for spot');
   assert.deepEqual(launcher.names(), []);
+});
+
+test('per-worker concurrency from the instance type (DescribeInstanceTypes): c7i.4xlarge runs 10', async () => {
+  const size = await instanceSize(ec2, 'c7i.4xlarge');
+  assert.deepEqual(size, { vcpus: 16, memoryGiB: 32 });
+  assert.equal(concurrencyFor(size), 10);
+  assert.equal(concurrencyFor({ vcpus: 2, memoryGiB: 1 }), 1, 'at least one');
+  assert.equal(concurrencyFor({ vcpus: 96, memoryGiB: 64 }), 21, 'memory bounds it');
+  await assert.rejects(instanceSize(ec2, 'c7i.nonesuch'), (e) => e instanceof ConfigError && /unknown instance type c7i\.nonesuch/.test(e.message));
 });
