@@ -200,11 +200,13 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     let state = flags.newFleet ? { done: new Set<string>() } : await inspectFleet(store, manifest);
     // Same jobs as before: keep the first controller's creation time (it names the merged log).
     if (state.prior) manifest.created = state.prior.created;
+    // EC2 workers: as many as the backlog needs at `perWorker` each, at most --max-workers.
+    const wanted = spec.kind === 'ec2' ? Math.min(workerCount, Math.max(1, Math.ceil((jobs.length - state.done.size) / perWorker))) : workerCount;
     const estimate = estimateFleet({
       fleetId,
       jobs: jobs.length,
       done: state.done.size,
-      workers: workerCount,
+      workers: wanted,
       perWorker,
       secondsPerSample: config.fleet.estimate_seconds_per_sample,
       pricePerWorkerHour: 0,
@@ -292,7 +294,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         manifest,
         state,
         launcher,
-        workers: workerCount,
+        workers: wanted,
         timings: {
           visibilityTimeout: config.fleet.visibility_timeout,
           maxReceiveCount: config.fleet.max_receive_count,

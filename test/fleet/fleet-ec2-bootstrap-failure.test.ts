@@ -4,13 +4,13 @@
  * row, then stops with the tail of the last bootstrap log. moto, the instance harness, the real CLI.
  */
 import assert from 'node:assert/strict';
-import { DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
+import { DescribeInstancesCommand, DescribeSecurityGroupsCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { runCt } from '../helpers/cli.js';
-import { FAKE_AWS, fleetEnv, fleetWorkDir } from '../helpers/fleet.js';
+import { FAKE_AWS, fleetEnv, fleetWorkDir, motoContents } from '../helpers/fleet.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
@@ -39,6 +39,22 @@ after(async () => {
   rmSync(dirs.work, { recursive: true, force: true });
 });
 
+test('--ec2 --estimate: credentials, instance type and AMI are read; nothing is created', async () => {
+  await seedEc2FleetWorld(moto.url, { workerAmi: false });
+  const run = ['run', 'eval', '--ec2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '4', '--estimate'];
+  const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-estimate')], { cwd: dirs.work, env: fleetEnv(moto, dirs, EC2_FLEET_ENV) });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /workers: 1 \(c7i\.4xlarge EC2 instances \(spot, on-demand fallback; stock Ubuntu ami-\w+\)\), 10 sample\(s\) at once each/);
+  const ec2 = new EC2Client(aws());
+  const all = ((await ec2.send(new DescribeInstancesCommand({}))).Reservations ?? []).flatMap((x) => x.Instances ?? []);
+  const groups = (await ec2.send(new DescribeSecurityGroupsCommand({ Filters: [{ Name: 'group-name', Values: ['linuxbench-fleet-worker-sg'] }] }))).SecurityGroups ?? [];
+  ec2.destroy();
+  assert.deepEqual(all, []);
+  assert.deepEqual(groups, []);
+  assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
+  await moto.reset();
+});
+
 test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, instance shut down, no more launches after 3 failed bootstraps', async () => {
   const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
   const s3 = new S3Client({ ...aws(), forcePathStyle: true });
@@ -53,7 +69,7 @@ test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, inst
   });
   harness.start();
   try {
-    const run = ['run', 'eval', '--ec2', '--on-demand', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '4', '--max-workers', '2'];
+    const run = ['run', 'eval', '--ec2', '--on-demand', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '4', '--max-workers', '2', '--concurrency', '2'];
     const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-boot'), '--yes'], { cwd: dirs.work, env: fleetEnv(moto, dirs, EC2_FLEET_ENV), timeoutMs: 120_000 });
     assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
     const fleetId = /fleet ([0-9a-f]{16})/.exec(r.stderr)![1]!;

@@ -13,7 +13,11 @@ const SEED = `
 import json, sys, boto3
 a = json.load(sys.stdin)
 kw = dict(endpoint_url=a["url"], region_name="us-east-1", aws_access_key_id=a["key"], aws_secret_access_key=a["secret"])
-boto3.client("iam", **kw).create_instance_profile(InstanceProfileName=a["profile"])
+iam = boto3.client("iam", **kw)
+try:
+    iam.create_instance_profile(InstanceProfileName=a["profile"])
+except iam.exceptions.EntityAlreadyExistsException:
+    pass
 images = boto3.client("ec2", **kw).describe_images(Owners=["amazon"])["Images"]
 ubuntu, worker = images[0]["ImageId"], images[1]["ImageId"]
 ssm = boto3.client("ssm", **kw)
