@@ -157,7 +157,7 @@ export class InstanceHarness {
       mkdirSync(sys);
       const which = (t: string) => execFileSync('bash', ['-c', `command -v ${t}`], { encoding: 'utf8' }).trim();
       for (const t of STOCK_TOOLS) symlinkSync(which(t), join(sys, t));
-      const links = Object.fromEntries(Object.values(PACKAGE_BINARIES).flat().map((b) => [b, b === 'aws' ? execFileSync('pyenv', ['which', 'aws'], { encoding: 'utf8' }).trim() : which(b)]));
+      const links = Object.fromEntries(Object.values(PACKAGE_BINARIES).flat().map((b) => [b, b === 'aws' ? realAws(which) : which(b)]));
       writeFileSync(join(bin, 'apt-get'), APT_SHIM(links));
     }
     if (this.o.workerAmis?.includes(imageId)) {
@@ -289,6 +289,15 @@ export class InstanceHarness {
 
   cleanup(): void {
     rmSync(this.base, { recursive: true, force: true });
+  }
+}
+
+/** The AWS CLI itself: a pyenv shim on PATH needs pyenv's own PATH, so its target is linked instead. */
+function realAws(which: (t: string) => string): string {
+  try {
+    return execFileSync('pyenv', ['which', 'aws'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return which('aws');
   }
 }
 
