@@ -121,6 +121,21 @@ const AWS_FINAL = new Set([
   'ReceiptHandleIsInvalid', 'MessageNotInflight', 'AWS.SimpleQueueService.MessageNotInflight',
   'ValidationError', 'ValidationException', 'InvalidParameterValue', 'InvalidParameterValueException', 'PreconditionFailed',
 ]);
+/**
+ * EC2 launch refusals that mean "no capacity of this kind here now" (spot or on-demand): a spot
+ * launch refused this way is tried again on-demand.
+ */
+const EC2_CAPACITY = new Set([
+  'InsufficientInstanceCapacity', 'InsufficientCapacity', 'InsufficientHostCapacity', 'InsufficientReservedInstanceCapacity',
+  'SpotMaxPriceTooLow', 'MaxSpotInstanceCountExceeded', 'UnfulfillableCapacity',
+]);
+
+/** Whether a failed RunInstances was refused for lack of capacity (see EC2_CAPACITY). */
+export function isCapacityError(e: unknown): boolean {
+  const code = e instanceof CloudError ? (e.code ?? '') : awsErrorName(e);
+  return EC2_CAPACITY.has(code);
+}
+
 /** Errors from Node's sockets (no response at all): the network, not the request, failed. */
 const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH']);
 

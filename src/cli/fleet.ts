@@ -11,6 +11,7 @@ interface WorkerFlags {
   region?: string;
   concurrency?: number;
   secrets?: string;
+  spotWatch?: boolean;
 }
 
 const FLEET_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -29,6 +30,7 @@ export function registerFleetCommands(program: Command): void {
     .addOption(
       new Option('--secrets <from>', "where the fleet's API keys come from: ssm (its parameters; this machine's own values win) or env (this machine only) (default: fleet.worker_secrets, CT_FLEET_WORKER_SECRETS, ssm)").choices(['ssm', 'env']),
     )
+    .option('--spot-watch', 'on an EC2 spot instance: watch the instance metadata for an interruption notice (then take no more jobs and queue unfinished ones again before the deadline)')
     .addHelpText(
       'after',
       '\nExample:\n  ct fleet worker --fleet 3f9c0d6a1b2c --region us-east-1 --concurrency 4\n' +
@@ -94,10 +96,18 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
       cwd: process.cwd(),
       git: settingsGitRunner(config, process.env),
       log,
+      ...(flags.spotWatch ? { spotNotice: await spotNoticeReader(config.aws_env) } : {}),
     });
     return result.exitCode;
   } finally {
     sqs.destroy();
     s3.destroy();
   }
+}
+
+/** The instance metadata's spot notice, at AWS_EC2_METADATA_SERVICE_ENDPOINT (default: the instance's own, 169.254.169.254). */
+async function spotNoticeReader(awsEnv: Record<string, string>): Promise<() => Promise<Date | undefined>> {
+  const { spotInterruptionTime } = await import('../fleet/spot-notice.js');
+  const endpoint = awsEnv.AWS_EC2_METADATA_SERVICE_ENDPOINT ?? 'http://169.254.169.254';
+  return () => spotInterruptionTime(endpoint);
 }

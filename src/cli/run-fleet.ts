@@ -28,6 +28,9 @@ export interface FleetFlags {
   extraSrc: string[];
   workerSetup?: string;
   price?: number;
+  spot?: boolean;
+  onDemand?: boolean;
+  concurrency?: number;
 }
 
 /** The fleet flags of `ct run eval`. */
@@ -43,6 +46,9 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--new-fleet', 'with --fleet: drop earlier results of the same fleet and start over (default: resume)')
     .option('--extra-src <dir>', 'with --fleet: ship DIR to workers as an import root for module:export policies and sandboxes (repeatable)', collect, [])
     .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
+    .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
+    .option('--on-demand', 'with --ec2: on-demand instances only')
+    .option('--concurrency <n>', 'with --ec2: samples each worker runs at once (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
     .addHelpText(
       'after',
       '\nFleet examples:\n' +
@@ -66,6 +72,9 @@ export function checkNoFleetFlags(flags: FleetFlags): void {
     flags.extraSrc.length > 0 && '--extra-src',
     flags.workerSetup !== undefined && '--worker-setup',
     flags.price !== undefined && '--price',
+    flags.spot && '--spot',
+    flags.onDemand && '--on-demand',
+    flags.concurrency !== undefined && '--concurrency',
   ].filter(Boolean);
   if (given.length) throw new ConfigError(`${given.join(', ')} only apply to fleet runs; add --fleet (or --ec2)`);
 }
@@ -98,12 +107,21 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
   const { parseWorkersSpec, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
   const spec = parseWorkersSpec(workers);
-  if (spec.kind === 'ec2') {
-    // The worker-hour price first: an instance type the table does not know stops here (exit 2).
-    const { ec2WorkerPrice } = await import('../fleet/estimate.js');
-    ec2WorkerPrice(config.fleet, { instanceType: config.ec2.instance_type, region: config.ec2.region, spot: true, ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}) });
-    throw new ConfigError('EC2 workers are not available yet; use --fleet --workers local:N (processes on this machine) or --workers external (your own machines)');
+  if (flags.spot && flags.onDemand) throw new ConfigError('--spot and --on-demand exclude each other');
+  if (spec.kind !== 'ec2' && (flags.spot || flags.onDemand || flags.concurrency !== undefined || flags.price !== undefined)) {
+    throw new ConfigError('--spot, --on-demand, --concurrency and --price apply to EC2 workers (--ec2 or --workers ec2)');
   }
+  // The worker-hour price before any AWS call: an instance type the table does not know stops here (exit 2).
+  const { ec2WorkerPrice } = await import('../fleet/estimate.js');
+  const ec2Price =
+    spec.kind === 'ec2'
+      ? ec2WorkerPrice(config.fleet, {
+          instanceType: config.ec2.instance_type,
+          region: config.ec2.region,
+          spot: flags.onDemand ? false : flags.spot ? true : config.fleet.spot,
+          ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}),
+        })
+      : undefined;
   // Everything below is checked before any AWS call: bad input creates nothing.
   const { parseFleetEnvs, pinSettings } = await import('../fleet/settings-pin.js');
   parseFleetEnvs(input.envFlags, config.default_setting);
@@ -117,6 +135,13 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
   const packed = trees.map(packExtraSrc);
+  // EC2 workers: who is launching, the instance type's size and the AMI, all read-only, all before anything is created.
+  let perWorker = input.perWorker;
+  let ec2Plan: Awaited<ReturnType<typeof planEc2>> | undefined;
+  if (spec.kind === 'ec2') {
+    ec2Plan = await planEc2(config);
+    perWorker = flags.concurrency ?? ec2Plan.concurrency;
+  }
 
   const { jobsOf, pinLocalSettings } = await import('../fleet/build-manifest.js');
   const { fleetId: fleetIdOf } = await import('../fleet/fleet-id.js');
@@ -154,7 +179,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     policy: { name: flags.policy, args: input.policyArgs },
     ...(input.policy.model ? { model: input.policy.model } : {}),
     sample_options: input.sampleOptions,
-    samples_per_worker: input.perWorker,
+    samples_per_worker: perWorker,
     code: { sha: code.sha, kind: code.kind, artifact_key: artifactKey(code.sha) },
     settings,
     extra_src: packed.map((p) => ({ name: p.name, sha256: p.sha256 })),
@@ -190,16 +215,24 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     let state = flags.newFleet ? { done: new Set<string>() } : await inspectFleet(store, manifest);
     // Same jobs as before: keep the first controller's creation time (it names the merged log).
     if (state.prior) manifest.created = state.prior.created;
+    // EC2 workers: as many as the backlog needs at `perWorker` each, at most --max-workers.
+    const wanted = spec.kind === 'ec2' ? Math.min(workerCount, Math.max(1, Math.ceil((jobs.length - state.done.size) / perWorker))) : workerCount;
     const estimate = estimateFleet({
       fleetId,
       jobs: jobs.length,
       done: state.done.size,
-      workers: workerCount,
-      perWorker: input.perWorker,
+      workers: wanted,
+      perWorker,
       secondsPerSample: config.fleet.estimate_seconds_per_sample,
-      pricePerWorkerHour: 0,
+      pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
+      ...(ec2Price ? { priceSource: ec2Price.source } : {}),
     });
-    const label = spec.kind === 'local' ? `local processes on this machine` : 'started by you on your machines';
+    const label =
+      spec.kind === 'local'
+        ? `local processes on this machine`
+        : ec2Plan
+          ? `${config.ec2.instance_type} EC2 instances (${flags.onDemand || !config.fleet.spot ? 'on-demand' : 'spot, on-demand fallback'}; ${ec2Plan.image.kind === 'worker-ami' ? `worker AMI ${ec2Plan.image.imageId}` : `stock Ubuntu ${ec2Plan.image.imageId}`})`
+          : 'started by you on your machines';
     out(formatEstimate(estimate, label));
     const secretsPath = fleetSecretsPath(config.fleet.secrets_prefix, fleetId);
     if (secrets) {
@@ -233,8 +266,10 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     // Before any job is queued, so a worker never starts without them; names only, never values.
     if (secrets) events.add('secrets_stored', { parameters: await replaceFleetSecrets(ssm, config.fleet.secrets_prefix, fleetId, secrets) });
     const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
-    const launcher =
-      spec.kind === 'local'
+    const launcher: import('../fleet/launcher.js').FleetLauncher =
+      ec2Plan
+        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, perWorker, s3, spot: flags.onDemand ? false : config.fleet.spot, note: (l) => progress.note(l) })
+        : spec.kind === 'local'
         ? new LocalLauncher({
             fleetId,
             region: config.ec2.region,
@@ -275,7 +310,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         manifest,
         state,
         launcher,
-        workers: workerCount,
+        workers: wanted,
         timings: {
           visibilityTimeout: config.fleet.visibility_timeout,
           maxReceiveCount: config.fleet.max_receive_count,
@@ -288,7 +323,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         version: input.version,
         events,
         progress,
-        pricePerWorkerHour: 0,
+        pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
         resumeCommand,
         signal: ac.signal,
       });
@@ -366,4 +401,71 @@ function printFleetSummary(
   if (m.missing.length) lines.push(`jobs without a result: ${m.missing.join(', ')}`);
   lines.push(`log: ${m.path}`);
   process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/** The read-only part of launching EC2 workers: caller, instance size, AMI. */
+async function planEc2(config: Config) {
+  const { applyAwsEnvironment, createAwsClients } = await import('../cloud/aws-clients.js');
+  const { preflightCredentials } = await import('../cloud/credentials.js');
+  const { instanceSize, concurrencyFor, workerImage } = await import('../fleet/ec2-worker-plan.js');
+  applyAwsEnvironment(config.aws_env);
+  const clients = createAwsClients(config.ec2.region);
+  try {
+    const caller = await preflightCredentials(clients, config.aws_env);
+    const size = await instanceSize(clients.ec2, config.ec2.instance_type);
+    const image = await workerImage(clients.ssm, {
+      workerParameter: config.fleet.ami_parameter,
+      ...(config.ec2.ami ? { ami: config.ec2.ami } : {}),
+      ubuntuParameter: config.ec2.ami_parameter,
+    });
+    return { caller, size, image, concurrency: concurrencyFor(size) };
+  } finally {
+    clients.ec2.destroy();
+    clients.ssm.destroy();
+    clients.sts.destroy();
+    clients.instanceConnect.destroy();
+  }
+}
+
+/** The `ec2` launcher: the workers' security group (created when missing) and their user-data. */
+async function ec2Launcher(
+  config: Config,
+  plan: Awaited<ReturnType<typeof planEc2>>,
+  o: { fleetId: string; artifactKey: string; perWorker: number; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
+) {
+  const { EC2Client } = await import('@aws-sdk/client-ec2');
+  const { ensureEgressOnlySecurityGroup } = await import('../cloud/security-group.js');
+  const { renderUserData } = await import('../fleet/user-data.js');
+  const { Ec2Launcher } = await import('../fleet/ec2-launcher.js');
+  const ec2 = new EC2Client({ region: config.ec2.region, maxAttempts: 5 });
+  const securityGroupId = await ensureEgressOnlySecurityGroup(ec2, { name: config.fleet.security_group, ...(config.ec2.subnet_id ? { subnetId: config.ec2.subnet_id } : {}) });
+  return new Ec2Launcher({
+    ec2,
+    s3: o.s3,
+    fleetId: o.fleetId,
+    region: config.ec2.region,
+    bucket: config.fleet.bucket,
+    imageId: plan.image.imageId,
+    instanceType: config.ec2.instance_type,
+    securityGroupId,
+    ...(config.ec2.subnet_id ? { subnetId: config.ec2.subnet_id } : {}),
+    rootVolumeGb: config.ec2.root_volume_gb,
+    instanceProfile: config.fleet.instance_profile,
+    launchedBy: plan.caller.name,
+    namePrefix: config.ec2.name_prefix,
+    spot: o.spot,
+    launchAttempts: config.fleet.launch_attempts,
+    bootstrapFailures: config.fleet.bootstrap_failures,
+    note: o.note,
+    userData: renderUserData({
+      fleetId: o.fleetId,
+      region: config.ec2.region,
+      bucket: config.fleet.bucket,
+      artifactKey: o.artifactKey,
+      concurrency: o.perWorker,
+      deadmanMinutes: Math.ceil(config.fleet.stale_teardown_minutes + config.fleet.deadman_margin_minutes),
+      dockerNameParameter: config.fleet.docker_org_name_parameter,
+      dockerPatParameter: config.fleet.docker_org_pat_parameter,
+    }),
+  });
 }

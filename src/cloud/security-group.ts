@@ -103,3 +103,29 @@ export async function ensureSshSecurityGroup(ec2: EC2Client, o: SshSecurityGroup
   }
   return group.GroupId!;
 }
+
+/**
+ * A security group with no inbound rule (fleet workers only call out: SQS, S3, registries),
+ * created when missing. An existing group of that name is used as it is.
+ */
+export async function ensureEgressOnlySecurityGroup(ec2: EC2Client, o: { name: string; subnetId?: string }): Promise<string> {
+  const vpcId = await resolveVpc(ec2, o.subnetId);
+  let group = await findGroup(ec2, o.name, vpcId);
+  if (!group) {
+    try {
+      await ec2.send(
+        new CreateSecurityGroupCommand({
+          GroupName: o.name,
+          Description: 'ct fleet workers: outbound only, no inbound rule',
+          VpcId: vpcId,
+          TagSpecifications: [{ ResourceType: 'security-group', Tags: toTags({ [TAGS.name]: o.name, [TAGS.managedBy]: MANAGED_BY }) }],
+        }),
+      );
+    } catch (e) {
+      if (awsErrorName(e) !== 'InvalidGroup.Duplicate') throw cloudError(e, `creating security group ${o.name}`);
+    }
+    group = await findGroup(ec2, o.name, vpcId);
+    if (!group?.GroupId) throw new ConfigError(`security group ${o.name} could not be created in ${vpcId}`);
+  }
+  return group.GroupId!;
+}

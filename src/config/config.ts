@@ -224,6 +224,29 @@ export const configSchema = z.object({
       stale_teardown_minutes: z.number().positive().default(180),
       /** A worker with nothing running and an empty work queue stops after this many empty polls in a row. */
       idle_polls: z.number().int().min(1).default(3),
+      /** EC2 workers as spot instances (`--spot`, the default; on-demand when spot capacity is refused) or on-demand (`--on-demand`); CT_FLEET_SPOT. */
+      spot: z.boolean().default(true),
+      /** Launch attempts in a row that may fail (throttling, capacity) before the controller stops with EC2's error; CT_FLEET_LAUNCH_ATTEMPTS. */
+      launch_attempts: z.number().int().min(1).max(20).default(3),
+      /** Workers whose bootstrap failed in a row before no more are launched (the last bootstrap log's tail is shown); CT_FLEET_BOOTSTRAP_FAILURES. */
+      bootstrap_failures: z.number().int().min(1).default(3),
+      /**
+       * Minutes past stale_teardown_minutes after which an EC2 worker shuts itself down whatever
+       * happens (dead-man switch: its controller died); default 30; CT_FLEET_DEADMAN_MARGIN_MINUTES.
+       */
+      deadman_margin_minutes: z.number().int().min(1).default(30),
+      /**
+       * Seconds before a spot instance's interruption time at which a worker hands back the jobs
+       * still running (AWS gives 120 s notice; default 20); CT_FLEET_SPOT_HANDBACK_SECONDS.
+       */
+      spot_handback_seconds: z.number().int().min(0).max(120).default(20),
+      /**
+       * The environment a --worker-setup script leaves for the sandbox: NAME=value lines the worker
+       * reads after the script (its own variables win); CT_FLEET_WORKER_SETUP_ENV.
+       */
+      worker_setup_env: z.string().default('/opt/linuxbench-worker-setup.env'),
+      /** How often a worker started with --spot-watch reads its instance metadata for a notice (default 5 s); CT_FLEET_SPOT_POLL_SECONDS. */
+      spot_poll_seconds: z.number().positive().default(5),
     })
     .prefault({}),
   /** `ct run mtgen`: generating, validating and calibrating new main tasks (src/mtgen/). */
@@ -366,6 +389,13 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_STALE_TEARDOWN_MINUTES: ['fleet.stale_teardown_minutes', 'number'],
   CT_FLEET_PRICE_PER_HOUR: ['fleet.price_per_hour', 'number'],
   CT_FLEET_INSTANCE_MAX_HOURS: ['fleet.instance_max_hours', 'number'],
+  CT_FLEET_SPOT: ['fleet.spot', 'boolean'],
+  CT_FLEET_LAUNCH_ATTEMPTS: ['fleet.launch_attempts', 'number'],
+  CT_FLEET_BOOTSTRAP_FAILURES: ['fleet.bootstrap_failures', 'number'],
+  CT_FLEET_DEADMAN_MARGIN_MINUTES: ['fleet.deadman_margin_minutes', 'number'],
+  CT_FLEET_SPOT_HANDBACK_SECONDS: ['fleet.spot_handback_seconds', 'number'],
+  CT_FLEET_SPOT_POLL_SECONDS: ['fleet.spot_poll_seconds', 'number'],
+  CT_FLEET_WORKER_SETUP_ENV: ['fleet.worker_setup_env', 'string'],
   CT_WORKER_NAME: ['fleet.worker_name', 'string'],
   CT_MTGEN_DIR: ['mtgen.dir', 'string'],
   CT_MTGEN_PASS_MIN: ['mtgen.pass_min', 'number'],

@@ -187,7 +187,11 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       const d = m.message;
       if (d && d.fleet_id === manifest.fleet_id && ids.has(d.job_id)) {
         if (d.status === 'ok') markDone(d.job_id, { worker: d.worker, attempt: d.attempt, seconds: d.seconds });
-        else {
+        else if (d.status === 'preempted') {
+          // Queued again by the worker as a fresh message: no attempt spent.
+          events.add('preempted', { job_id: d.job_id, worker: d.worker, attempt: d.attempt, seconds: d.seconds });
+          progress.note(`job ${d.job_id} was preempted on ${d.worker} (spot interruption) and queued again`);
+        } else {
           const a = attempts.get(d.job_id) ?? { workers: [], error: '', attempts: 0 };
           a.workers.push(d.worker);
           a.error = d.error ?? 'no error given';
@@ -205,7 +209,8 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       await drainDeadLetters();
       // Results whose done message never came (a worker died between storing and reporting).
       await listResults();
-      inFlight = (await queue.depth()).work.inFlight;
+      const work = (await queue.depth()).work;
+      inFlight = work.inFlight;
       const live = await o.launcher.alive();
       if (live !== undefined && liveWorkers !== undefined && live !== liveWorkers) {
         workerSeconds += (liveWorkers * (Date.now() - workerStart)) / 1000;
@@ -219,6 +224,8 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         end = 'workers-failed';
         break;
       }
+      // Some workers died (an instance ended) while jobs wait that nobody takes: top the fleet up.
+      if (live !== undefined && live > 0 && work.visible > 0 && live < Math.min(o.workers, ids.size - done.size)) await replaceWorkers(live);
       if (done.size !== lastDone) {
         lastDone = done.size;
         lastProgress = Date.now();
@@ -295,14 +302,14 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     }
   }
 
-  /** No worker is left while jobs remain: start replacements, within the launch budget; false when it is spent. */
-  async function replaceWorkers(): Promise<boolean> {
+  /** Fewer workers than wanted (`live`, 0: none) while jobs remain: start replacements, within the launch budget; false when it is spent. */
+  async function replaceWorkers(live = 0): Promise<boolean> {
     const left = ids.size - done.size;
     if (launched >= launchBudget) return false;
-    const n = await o.launcher.start(Math.min(o.workers, left, launchBudget - launched));
-    if (n === 0) return false;
+    const n = await o.launcher.start(Math.min(o.workers - live, left - live, launchBudget - launched));
+    if (n <= 0) return false;
     launched += n;
-    liveWorkers = n;
+    liveWorkers = live + n;
     workerStart = Date.now();
     events.add('replace', { workers: o.launcher.names().slice(-n), left });
     progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);

@@ -17,6 +17,8 @@ export type FleetEventKind =
   | 'job_failed'
   | 'job_requeued'
   | 'job_dead'
+  // A job queued again by its worker on a spot interruption notice (no attempt spent).
+  | 'preempted'
   | 'unreadable_message'
   | 'warning'
   | 'stopped'

@@ -151,7 +151,8 @@ export const doneMessageSchema = z.object({
   fleet_id: z.string().min(1),
   job_id: z.string().min(1),
   /** `ok`: the sample ran (it may still have a sample error, recorded in its log); `error`: no result. */
-  status: z.enum(['ok', 'error']),
+  /** `preempted`: the job was queued again as a fresh message (its worker's spot instance is being reclaimed). */
+  status: z.enum(['ok', 'error', 'preempted']),
   /** The result's S3 key when status is ok. */
   key: z.string().optional(),
   error: z.string().optional(),

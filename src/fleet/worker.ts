@@ -31,12 +31,14 @@
  *   visible or in flight.
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config/config.js';
 import { CloudError, ConfigError, SampleError, ScorerError, errorMessage } from '../errors.js';
+import { readDotenvFile } from '../config/dotenv-file.js';
 import { RunSession } from '../eval/run-session.js';
 import { runSamplePool, type PoolItem } from '../eval/sample-pool.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
@@ -71,10 +73,16 @@ export interface WorkerOptions {
   handleSignals?: boolean;
   /** Aborting it stops the worker like a first signal. */
   stop?: AbortSignal;
+  /**
+   * Reads the spot interruption notice (EC2 workers: instance metadata): when one comes the
+   * worker takes no more jobs, lets running ones finish until fleet.spot_handback_seconds before
+   * the interruption, then queues the rest again as fresh messages (no attempt spent).
+   */
+  spotNotice?: () => Promise<Date | undefined>;
 }
 
-/** Why the worker stopped: `done` (queue drained), `fleet-gone` (queues deleted), `stopped` (signal). */
-export type WorkerStop = 'done' | 'fleet-gone' | 'stopped';
+/** Why the worker stopped: `done` (queue drained), `fleet-gone` (queues deleted), `stopped` (signal), `preempted` (spot notice). */
+export type WorkerStop = 'done' | 'fleet-gone' | 'stopped' | 'preempted';
 
 /**
  * What became of one received message:
@@ -82,9 +90,10 @@ export type WorkerStop = 'done' | 'fleet-gone' | 'stopped';
  * - skipped: its result was already stored: done sent, message deleted;
  * - failed: no result this attempt: reported, offered again after the retry delay;
  * - released: the worker is stopping: visible again at once;
- * - unreadable: not a job this worker can run: handed back for the dead-letter queue.
+ * - unreadable: not a job this worker can run: handed back for the dead-letter queue;
+ * - preempted: running when the spot instance was about to go: queued again as a fresh message.
  */
-export type JobOutcome = 'ok' | 'skipped' | 'failed' | 'released' | 'unreadable';
+export type JobOutcome = 'ok' | 'skipped' | 'failed' | 'released' | 'unreadable' | 'preempted';
 
 export interface WorkerResult {
   stopped: WorkerStop;
@@ -109,6 +118,8 @@ interface JobItem extends PoolItem {
   stopHeartbeat: () => void;
   /** The error the sample ended with (its class decides retry or result). */
   failure?: unknown;
+  /** Queued again as a fresh message (spot interruption): its result is not kept. */
+  requeued?: boolean;
 }
 
 /** Runs jobs of one fleet until the work is done or the worker is stopped. */
@@ -119,13 +130,16 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   if (manifest.fleet_id !== queue.fleetId) throw new ConfigError(`the manifest belongs to fleet ${manifest.fleet_id}, not ${queue.fleetId}`);
   if (!(await queue.exists())) {
     o.log(`the queues of fleet ${manifest.fleet_id} are gone (the controller finished the fleet); nothing to do`);
-    return { stopped: 'fleet-gone', exitCode: 0, jobs: { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 } };
+    return { stopped: 'fleet-gone', exitCode: 0, jobs: { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0 } };
   }
   // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
   const cacheDir = settingsCacheDir(config);
   const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
-  if (manifest.sandbox.worker_setup) await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
+  if (manifest.sandbox.worker_setup) {
+    await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
+    applySetupEnv(config.fleet.worker_setup_env, o.log);
+  }
   const importRoots = [o.cwd, ...extraRoots.roots];
   const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
     models: new ModelRegistry(config.models),
@@ -136,7 +150,9 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
   const header = fleetLogHeader(manifest, o.version);
-  const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0 };
+  const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0 };
+  const runningItems = new Set<JobItem>();
+  let preempted = false;
   const held = new Map<string, Delivery<JobMessage>>();
   let running = 0;
   let stop: WorkerStop = 'done';
@@ -194,7 +210,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     },
     async next(): Promise<IteratorResult<JobItem>> {
       for (;;) {
-        if (session.signal.aborted) return releaseBuffer();
+        if (session.signal.aborted || session.stopping.aborted) return releaseBuffer();
         const d = buffer.shift();
         if (d) {
           const item = await take(d);
@@ -286,6 +302,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   async function finish(item: JobItem, result: EvalSample): Promise<void> {
     const { job, delivery: d } = item;
     item.stopHeartbeat();
+    if (item.requeued) return;
     try {
       if (session.signal.aborted && result.error) {
         await release(d);
@@ -310,6 +327,47 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     }
   }
 
+  // Spot: a notice stops the taking at once; what still runs shortly before the deadline goes back to the queue.
+  let handbackTimer: NodeJS.Timeout | undefined;
+  const watchSpot = async () => {
+    if (preempted || session.signal.aborted || !o.spotNotice) return;
+    let at: Date | undefined;
+    try {
+      at = await o.spotNotice();
+    } catch (e) {
+      o.log(`reading the spot interruption notice failed: ${errorMessage(e)}`);
+      return;
+    }
+    if (!at || preempted) return;
+    preempted = true;
+    clearInterval(spotWatch);
+    const inMs = Math.max(0, at.getTime() - config.fleet.spot_handback_seconds * 1000 - Date.now());
+    o.log(`spot interruption notice: the instance goes at ${at.toISOString()}; no new jobs, ${running} running job(s) get ${Math.round(inMs / 1000)}s to finish`);
+    session.drain();
+    handbackTimer = setTimeout(() => void handBack(), inMs);
+  };
+  const spotWatch = o.spotNotice ? setInterval(() => void watchSpot(), config.fleet.spot_poll_seconds * 1000) : undefined;
+  /** Jobs still running at the spot deadline: queued again as fresh messages (no attempt spent), then cancelled. */
+  async function handBack(): Promise<void> {
+    for (const item of [...runningItems]) {
+      const { job, delivery: d } = item;
+      item.requeued = true;
+      item.stopHeartbeat();
+      try {
+        const sent = await queue.enqueue([d.message!]);
+        if (sent.failed > 0) throw new Error('SQS refused the message');
+        await queue.delete(d.receiptHandle);
+        held.delete(d.receiptHandle);
+        counts.preempted++;
+        await sendDone({ job_id: job.job_id, status: 'preempted', attempt: d.receiveCount, seconds: seconds(item) }).catch(() => {});
+        o.log(`job ${job.job_id} preempted after ${seconds(item)}s: queued again as a fresh message`);
+      } catch (e) {
+        o.log(`job ${job.job_id}: could not queue it again (its message returns when its visibility passes): ${errorMessage(e)}`);
+      }
+    }
+    session.stop();
+  }
+
   try {
     await runSamplePool<JobItem>({
       work,
@@ -319,25 +377,32 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       sampleOptions: manifest.sample_options,
       signal: session.signal,
       prepareEnvironment: (item) => session.prepareEnvironment({ name: item.sample.env.id, composeFile: item.sample.env.composeFile }),
-      onStart: () => void running++,
+      onStart: (item) => {
+        running++;
+        runningItems.add(item);
+      },
       onError: (item, e) => (item.failure = e),
       onResult: async (item, sample) => {
         try {
           await finish(item, sample);
         } finally {
           running--;
+          runningItems.delete(item);
         }
       },
     });
   } finally {
+    clearInterval(spotWatch);
+    clearTimeout(handbackTimer);
     removeHook();
     await session.close();
     await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
   }
-  if (session.signal.aborted) stop = 'stopped';
+  if (preempted) stop = 'preempted';
+  else if (session.signal.aborted) stop = 'stopped';
   o.log(
     `worker ${o.workerName} stopped (${stop}): ${counts.ok} result(s), ${counts.skipped} already done, ${counts.failed} failed attempt(s), ` +
-      `${counts.released} released, ${counts.unreadable} unreadable message(s)`,
+      `${counts.released} released, ${counts.unreadable} unreadable message(s), ${counts.preempted} preempted`,
   );
   return { stopped: stop, exitCode: stop === 'stopped' ? session.stoppedExitCode : 0, jobs: counts };
 }
@@ -387,6 +452,18 @@ async function runWorkerSetup(dir: string, path: string, log: (line: string) => 
   } catch (e) {
     throw new ConfigError(`worker setup ${path} failed: ${errorMessage(e).split('\n').slice(-5).join('\n')}`);
   }
+}
+
+/**
+ * The variables a setup script left in `file` (NAME=value lines), for the sandbox: set in this
+ * process's environment, which providers and their tools inherit; a variable already set wins.
+ */
+function applySetupEnv(file: string, log: (line: string) => void): void {
+  if (!existsSync(file)) return;
+  const vars = readDotenvFile(file);
+  const set = Object.keys(vars).filter((k) => process.env[k] === undefined);
+  for (const k of set) process.env[k] = vars[k];
+  log(`worker setup environment from ${file}: ${set.join(', ') || 'nothing new'}`);
 }
 
 /** The job's sample from the settings the manifest pins. */

@@ -1,0 +1,43 @@
+/**
+ * A moto account ready for EC2 workers: the worker instance profile, an image id behind the
+ * stock-Ubuntu parameter and (optionally) the worker-AMI parameter. Seeded with boto3 (moto's
+ * own client library) because ct has no IAM client.
+ */
+import { FAKE_AWS } from '../../helpers/fleet.js';
+import { runPython } from '../../helpers/python.js';
+
+export const UBUNTU_PARAMETER = '/ct-test/ubuntu-22.04-ami';
+export const WORKER_AMI_PARAMETER = '/ct-test/worker-ami-id';
+
+const SEED = `
+import json, sys, boto3
+a = json.load(sys.stdin)
+kw = dict(endpoint_url=a["url"], region_name="us-east-1", aws_access_key_id=a["key"], aws_secret_access_key=a["secret"])
+iam = boto3.client("iam", **kw)
+try:
+    iam.create_instance_profile(InstanceProfileName=a["profile"])
+except iam.exceptions.EntityAlreadyExistsException:
+    pass
+images = boto3.client("ec2", **kw).describe_images(Owners=["amazon"])["Images"]
+ubuntu, worker = images[0]["ImageId"], images[1]["ImageId"]
+ssm = boto3.client("ssm", **kw)
+ssm.put_parameter(Name=a["ubuntu"], Value=ubuntu, Type="String", Overwrite=True)
+if a["worker"]:
+    ssm.put_parameter(Name=a["worker"], Value=worker, Type="String", Overwrite=True)
+print(json.dumps({"ubuntu": ubuntu, "worker": worker}))
+`;
+
+/** Seeds moto; returns the two image ids (the worker AMI's only stored when `workerAmi`). */
+export async function seedEc2FleetWorld(motoUrl: string, o: { workerAmi: boolean; profile?: string }): Promise<{ ubuntu: string; worker: string }> {
+  return runPython(SEED, {
+    url: motoUrl,
+    key: FAKE_AWS.AWS_ACCESS_KEY_ID,
+    secret: FAKE_AWS.AWS_SECRET_ACCESS_KEY,
+    profile: o.profile ?? 'linuxbench-worker',
+    ubuntu: UBUNTU_PARAMETER,
+    worker: o.workerAmi ? WORKER_AMI_PARAMETER : '',
+  });
+}
+
+/** Controller environment for EC2 workers against the seeded account. */
+export const EC2_FLEET_ENV = { CT_EC2_AMI_PARAMETER: UBUNTU_PARAMETER, CT_FLEET_AMI_PARAMETER: WORKER_AMI_PARAMETER };
