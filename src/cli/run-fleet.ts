@@ -207,8 +207,17 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { inspectFleet, runFleet } = await import('../fleet/controller.js');
   const { estimateFleet, formatEstimate } = await import('../fleet/estimate.js');
-  const { sqs, s3, ssm } = createFleetClients(config.ec2.region);
-  const queue = new SqsJobQueue({ sqs, fleetId, queuePrefix: config.fleet.queue_prefix });
+  const { sqs, s3, ssm, sts } = createFleetClients(config.ec2.region);
+  // Credentials checked before anything is created; the caller's name tags what the fleet creates.
+  const { preflightCredentials } = await import('../cloud/credentials.js');
+  const { MANAGED_BY, TAGS } = await import('../cloud/tags.js');
+  const identity = await preflightCredentials({ sts }, config.aws_env);
+  const queue = new SqsJobQueue({
+    sqs,
+    fleetId,
+    queuePrefix: config.fleet.queue_prefix,
+    tags: { [TAGS.fleetId]: fleetId, [TAGS.launchedBy]: identity.name, [TAGS.managedBy]: MANAGED_BY },
+  });
   const store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId });
   const out = (s: string) => process.stderr.write(`${s}\n`);
   try {
@@ -358,6 +367,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     sqs.destroy();
     s3.destroy();
     ssm.destroy();
+    sts.destroy();
   }
 }
 

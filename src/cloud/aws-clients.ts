@@ -52,6 +52,8 @@ export interface FleetClients {
   sqs: SQSClient;
   s3: S3Client;
   ssm: SSMClient;
+  /** For the caller's identity (credentials check, LaunchedBy tags). */
+  sts: STSClient;
 }
 
 /**
@@ -67,5 +69,6 @@ export function createFleetClients(region: string): FleetClients {
     sqs: recordCalls(new SQSClient(common)),
     s3: recordCalls(new S3Client({ ...common, forcePathStyle: customS3 })),
     ssm: recordCalls(new SSMClient(common)),
+    sts: recordCalls(new STSClient(common)),
   };
 }

@@ -42,7 +42,7 @@ export function callerName(arn: string): string {
  * instructions: an expired or missing SSO login, no credentials at all, rejected keys.
  * Runs before anything is created. Never includes secret values in messages.
  */
-export async function preflightCredentials(clients: AwsClients, awsEnv: Record<string, string>): Promise<CallerIdentity> {
+export async function preflightCredentials(clients: Pick<AwsClients, 'sts'>, awsEnv: Record<string, string>): Promise<CallerIdentity> {
   checkCredentialSources(awsEnv);
   const profile = awsEnv.AWS_PROFILE;
   try {

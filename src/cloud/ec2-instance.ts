@@ -1,5 +1,4 @@
 import {
-  CreateTagsCommand,
   DescribeInstanceTypesCommand,
   DescribeInstancesCommand,
   RunInstancesCommand,
@@ -132,10 +131,6 @@ export async function waitForRunning(ec2: EC2Client, instanceId: string, timeout
 
 export async function terminateInstance(ec2: EC2Client, instanceId: string): Promise<void> {
   await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
-}
-
-export async function tagInstance(ec2: EC2Client, instanceId: string, tags: Record<string, string>): Promise<void> {
-  await ec2.send(new CreateTagsCommand({ Resources: [instanceId], Tags: toTags(tags) }));
 }
 
 /** Instances (not yet terminated) whose tags match all of `tags`. */

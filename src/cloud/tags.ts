@@ -14,7 +14,7 @@ export const TAGS = {
   runId: 'ct:run-id',
   /** The machine that launched it (cleanup only judges runs of its own machine). */
   host: 'ct:host',
-  /** Set to `true` on an instance kept with --keep-ec2-instance; cleanup leaves it unless --all. */
+  /** Set to `true` at launch on an instance run with --keep-ec2-instance; cleanup leaves it unless --all. */
   kept: 'ct:kept',
   /** What a ct instance is for when neither FleetId nor ct:run-id says it: `ami-builder`. */
   role: 'ct:role',

@@ -36,6 +36,11 @@ export interface SqsJobQueueOptions {
   fleetId: string;
   /** Config `fleet.queue_prefix` (default `lb-fleet-`). */
   queuePrefix: string;
+  /**
+   * Tags the queues get when this creates them (FleetId, LaunchedBy, ManagedBy), so `ct cloud
+   * status|cleanup` know whose they are. Default none (workers only look queues up).
+   */
+  tags?: Record<string, string>;
 }
 
 export type QueueRole = 'work' | 'done' | 'dead';
@@ -74,10 +79,13 @@ export class SqsJobQueue implements JobQueue {
   private readonly sqs: SQSClient;
   private readonly urls = new Map<Role, string>();
 
+  private readonly tags?: Record<string, string>;
+
   constructor(o: SqsJobQueueOptions) {
     this.sqs = o.sqs;
     this.fleetId = o.fleetId;
     this.names = fleetNames(o.fleetId, o.queuePrefix);
+    this.tags = o.tags;
   }
 
   async create(settings: QueueSettings): Promise<QueueCreation> {
@@ -185,7 +193,7 @@ export class SqsJobQueue implements JobQueue {
     let url = await this.lookup(name);
     if (!url) {
       try {
-        url = (await this.sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: want }))).QueueUrl!;
+        url = (await this.sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: want, ...(this.tags ? { tags: this.tags } : {}) }))).QueueUrl!;
         this.urls.set(role, url);
         return { url, created: true };
       } catch (e) {

@@ -9,7 +9,6 @@ import {
   findInstances,
   launchInstance,
   resolveAmi,
-  tagInstance,
   terminateInstance,
   waitForRunning,
 } from '../../cloud/ec2-instance.js';
@@ -244,6 +243,8 @@ export class Ec2Provider implements SandboxProvider {
         [TAGS.managedBy]: MANAGED_BY,
         [TAGS.runId]: runId,
         [TAGS.host]: hostname(),
+        // Tagged at launch: the fleet IAM policy allows tags only there (nobody retags instances).
+        ...(c.keep_instance ? { [TAGS.kept]: 'true' } : {}),
       },
     });
     const instanceId = launched.InstanceId!;
@@ -324,7 +325,7 @@ export class Ec2Provider implements SandboxProvider {
     return { host: this.publicIp, port: 22 };
   }
 
-  /** Terminates the instance, or tags it kept and prints how to use and remove it. */
+  /** Terminates the instance, or (kept: tagged so at launch) prints how to use and remove it. */
   private async finishInstance(): Promise<void> {
     if (!this.instanceId || this.finished) return;
     this.finished = true;
@@ -333,7 +334,6 @@ export class Ec2Provider implements SandboxProvider {
     const c = this.ctx.config.ec2;
     if (c.keep_instance) {
       await this.runner?.close().catch(() => {});
-      await tagInstance(ec2, id, { [TAGS.kept]: 'true' }).catch(() => {});
       this.cancelExitHook?.();
       this.say(
         [
