@@ -111,17 +111,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   if (spec.kind !== 'ec2' && (flags.spot || flags.onDemand || flags.concurrency !== undefined || flags.price !== undefined)) {
     throw new ConfigError('--spot, --on-demand, --concurrency and --price apply to EC2 workers (--ec2 or --workers ec2)');
   }
-  // The worker-hour price before any AWS call: an instance type the table does not know stops here (exit 2).
-  const { ec2WorkerPrice } = await import('../fleet/estimate.js');
-  const ec2Price =
-    spec.kind === 'ec2'
-      ? ec2WorkerPrice(config.fleet, {
-          instanceType: config.ec2.instance_type,
-          region: config.ec2.region,
-          spot: flags.onDemand ? false : flags.spot ? true : config.fleet.spot,
-          ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}),
-        })
-      : undefined;
+
   // Everything below is checked before any AWS call: bad input creates nothing.
   const { parseFleetEnvs, pinSettings } = await import('../fleet/settings-pin.js');
   parseFleetEnvs(input.envFlags, config.default_setting);
@@ -142,6 +132,17 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ec2Plan = await planEc2(config);
     perWorker = flags.concurrency ?? ec2Plan.concurrency;
   }
+  // The worker-hour price, also before anything is created: a type the table lacks stops here (exit 2).
+  const { ec2WorkerPrice } = await import('../fleet/estimate.js');
+  const ec2Price =
+    spec.kind === 'ec2'
+      ? ec2WorkerPrice(config.fleet, {
+          instanceType: config.ec2.instance_type,
+          region: config.ec2.region,
+          spot: flags.onDemand ? false : flags.spot ? true : config.fleet.spot,
+          ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}),
+        })
+      : undefined;
 
   const { jobsOf, pinLocalSettings } = await import('../fleet/build-manifest.js');
   const { fleetId: fleetIdOf } = await import('../fleet/fleet-id.js');
@@ -211,7 +212,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   // Credentials checked before anything is created; the caller's name tags what the fleet creates.
   const { preflightCredentials } = await import('../cloud/credentials.js');
   const { MANAGED_BY, TAGS } = await import('../cloud/tags.js');
-  const identity = await preflightCredentials({ sts }, config.aws_env);
+  const identity = ec2Plan?.caller ?? (await preflightCredentials({ sts }, config.aws_env));
   const queue = new SqsJobQueue({
     sqs,
     fleetId,

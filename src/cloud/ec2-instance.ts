@@ -20,17 +20,17 @@ const STATE_POLL_MS = 2_000;
  * misspelt type is a ConfigError naming it (RunInstances would only refuse it after the security
  * group exists). Returns its default vCPUs and memory.
  */
-export async function checkInstanceType(ec2: EC2Client, instanceType: string, region: string): Promise<{ vcpus: number; memoryMiB: number }> {
+export async function checkInstanceType(ec2: EC2Client, instanceType: string, region?: string): Promise<{ vcpus: number; memoryGiB: number }> {
   try {
     const r = await ec2.send(new DescribeInstanceTypesCommand({ InstanceTypes: [instanceType as _InstanceType] }));
     const t = r.InstanceTypes?.[0];
-    if (t) return { vcpus: t.VCpuInfo?.DefaultVCpus ?? 0, memoryMiB: t.MemoryInfo?.SizeInMiB ?? 0 };
+    if (t?.VCpuInfo?.DefaultVCpus && t.MemoryInfo?.SizeInMiB) return { vcpus: t.VCpuInfo.DefaultVCpus, memoryGiB: t.MemoryInfo.SizeInMiB / 1024 };
   } catch (e) {
-    if (awsErrorName(e) !== 'InvalidInstanceType') throw cloudError(e, `checking instance type ${instanceType}`);
+    if (!/InvalidInstanceType|InvalidParameterValue/.test(awsErrorName(e))) throw cloudError(e, `describing instance type ${instanceType}`);
   }
   throw new ConfigError(
-    `instance type ${JSON.stringify(instanceType)} does not exist in ${region}; pick one it offers ` +
-      `(\`aws ec2 describe-instance-type-offerings --region ${region}\`), e.g. c7i.4xlarge or t3.large`,
+    `unknown instance type ${instanceType} (--ec2-instance-type, CT_EC2_INSTANCE_TYPE): EC2${region ? ` in ${region}` : ''} does not offer it; ` +
+      `pick one it does (\`aws ec2 describe-instance-type-offerings${region ? ` --region ${region}` : ''}\`), e.g. c7i.4xlarge or t3.large`,
   );
 }
 

@@ -3,10 +3,10 @@
  * size (and so each worker's concurrency) and the AMI (the worker AMI from SSM when its parameter
  * exists, stock Ubuntu 22.04 otherwise). Read-only calls only.
  */
-import { DescribeInstanceTypesCommand, type EC2Client } from '@aws-sdk/client-ec2';
+import type { EC2Client } from '@aws-sdk/client-ec2';
 import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { ConfigError, awsErrorName, cloudError } from '../errors.js';
-import { resolveAmi } from '../cloud/ec2-instance.js';
+import { checkInstanceType, resolveAmi } from '../cloud/ec2-instance.js';
 
 export interface InstanceSize {
   vcpus: number;
@@ -23,18 +23,7 @@ export function concurrencyFor(size: InstanceSize): number {
 
 /** vCPUs and memory of an instance type; an unknown type is a ConfigError (exit 2, nothing created). */
 export async function instanceSize(ec2: EC2Client, instanceType: string): Promise<InstanceSize> {
-  try {
-    const r = await ec2.send(new DescribeInstanceTypesCommand({ InstanceTypes: [instanceType as never] }));
-    const t = r.InstanceTypes?.[0];
-    if (!t?.VCpuInfo?.DefaultVCpus || !t.MemoryInfo?.SizeInMiB) throw new ConfigError(`EC2 does not know instance type ${instanceType}`);
-    return { vcpus: t.VCpuInfo.DefaultVCpus, memoryGiB: t.MemoryInfo.SizeInMiB / 1024 };
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    if (/InvalidInstanceType|InvalidParameterValue/.test(awsErrorName(e))) {
-      throw new ConfigError(`unknown instance type ${instanceType} (--ec2-instance-type, CT_EC2_INSTANCE_TYPE): ${(e as Error).message}`);
-    }
-    throw cloudError(e, `describing instance type ${instanceType}`);
-  }
+  return checkInstanceType(ec2, instanceType);
 }
 
 export interface WorkerImage {

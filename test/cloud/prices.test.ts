@@ -80,12 +80,13 @@ describe('ct run eval --ec2 with an instance type of unknown price', () => {
   });
 
   test('exits 2 naming the type and the ways out; nothing is created', async () => {
-    const r = await runCt(['run', 'eval', '--ec2', '--ec2-instance-type', 'z9.mega', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'test', '--estimate'], {
+    // A type EC2 offers (it passes DescribeInstanceTypes) that the table does not list.
+    const r = await runCt(['run', 'eval', '--ec2', '--ec2-instance-type', 'x1e.32xlarge', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'test', '--estimate'], {
       cwd: dirs.work,
       env: fleetEnv(moto, dirs),
     });
     assert.equal(r.code, 2, r.stderr);
-    assert.match(r.stderr, /no price known for instance type z9\.mega .*--price USD_PER_HOUR, or fleet\.prices in ct\.config\.yml/);
+    assert.match(r.stderr, /no price known for instance type x1e\.32xlarge .*--price USD_PER_HOUR, or fleet\.prices in ct\.config\.yml/);
     assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
   });
 

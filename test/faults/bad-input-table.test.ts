@@ -107,7 +107,7 @@ const CASES: Case[] = [
   { name: 'CT_EC2_ROOT_VOLUME_GB=abc with --sandbox ec2', args: [...RUN, ...ONE, '--sandbox', 'ec2'], env: { CT_EC2_ROOT_VOLUME_GB: 'abc' }, message: /CT_EC2_ROOT_VOLUME_GB/ },
   // credential states and instance types (all before anything is created)
   { name: 'AWS_PROFILE and static keys together', args: [...RUN, ...ONE, '--sandbox', 'ec2'], env: { AWS_PROFILE: 'someone' }, message: /AWS_PROFILE.*AWS_ACCESS_KEY_ID/ },
-  { name: 'an unknown EC2 instance type', args: [...RUN, ...ONE, '--sandbox', 'ec2', '--ec2-instance-type', 'q9.nosuch'], message: /instance type "q9\.nosuch" does not exist/ },
+  { name: 'an unknown EC2 instance type', args: [...RUN, ...ONE, '--sandbox', 'ec2', '--ec2-instance-type', 'q9.nosuch'], message: /unknown instance type q9\.nosuch .*does not offer it/ },
   { name: 'a malformed --region', args: [...RUN, ...ONE, '--sandbox', 'ec2', '--region', 'not a region'], message: /region/ },
   // fleet
   { name: '--workers malformed', args: [...RUN, '--fleet', '--workers', 'local:0', '--yes', ...ONE], message: /--workers local:0/ },
