@@ -4,7 +4,13 @@
  * - "batch at a time": the same jobs, one `enqueue` call per 10 (one SendMessageBatch in flight);
  * - "in memory": the twin, for scale;
  * - "moto ceiling": raw SendMessageBatch calls (8 in flight) of bodies the size of a job message,
- *   and of 50-byte bodies: what moto_server itself takes here, whoever sends.
+ *   and of 50-byte bodies: what moto_server itself takes here, whoever sends;
+ * - "SQS-protocol sink": the same `SqsJobQueue.enqueue` against a loopback server that answers
+ *   SQS's JSON protocol at once and keeps only counts (bench/sqs-sink.ts): what ct's own side
+ *   (SDK, HTTP, batching) sends per second when the service keeps up.
+ * moto's SendMessage reads the queue's attributes, which counts every message already queued, so
+ * its cost per message grows with the queue (moto 5.x, sqs/models.py): its figures are a floor of
+ * the service, not of ct.
  * Then the receive + delete rate of one worker-like loop (10 per receive).
  *
  *   node dist/bench/fleet-enqueue.js            10,000 jobs
@@ -20,6 +26,7 @@ import { PROTOCOL_VERSION, type JobMessage } from '../src/fleet/protocol.js';
 import { SqsJobQueue } from '../src/fleet/sqs-job-queue.js';
 import type { JobQueue } from '../src/fleet/types.js';
 import { startMoto } from '../test/helpers/moto.js';
+import { startSqsSink } from './sqs-sink.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
@@ -74,6 +81,19 @@ async function main(): Promise<void> {
       await Promise.all(Array.from({ length: 8 }, lane));
       const rate = N / ((performance.now() - t0) / 1000);
       console.log(`${label.padEnd(22)} ${N} messages = ${Math.round(rate)} messages/s; ct's enqueue / this: ${(one / rate).toFixed(2)}x`);
+    }
+
+    const sink = await startSqsSink();
+    const sinkSqs = new SQSClient({ region: 'us-east-1', endpoint: sink.url, credentials: { accessKeyId: 'testing', secretAccessKey: 'testing' } });
+    try {
+      const rate = await timed('SQS-protocol sink', new SqsJobQueue({ sqs: sinkSqs, fleetId: 'bench4', queuePrefix: 'bench-' }), async (q, js) => {
+        const r = await q.enqueue(js);
+        if (r.sent !== N || sink.messages() !== N) throw new Error(`sent ${r.sent}, sink got ${sink.messages()} of ${N}`);
+      });
+      console.log(`target >= 1,000 jobs/s: ct's side ${rate >= 1000 ? 'meets it' : 'does NOT meet it'} (${Math.round(rate)} jobs/s); moto takes ${Math.round(one)} jobs/s (${(rate / one).toFixed(1)}x slower than ct sends)`);
+    } finally {
+      sinkSqs.destroy();
+      await sink.close();
     }
 
     const q = new SqsJobQueue({ sqs, fleetId: 'bench1', queuePrefix: 'bench-' });
