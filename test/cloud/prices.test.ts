@@ -83,7 +83,7 @@ describe('ct run eval --ec2 with an instance type of unknown price', () => {
     // A type EC2 offers (it passes DescribeInstanceTypes) that the table does not list.
     const r = await runCt(['run', 'eval', '--ec2', '--ec2-instance-type', 'x1e.32xlarge', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'test', '--estimate'], {
       cwd: dirs.work,
-      env: fleetEnv(moto, dirs),
+      env: fleetEnv(moto, dirs, { CT_EC2_AMI: 'ami-0123456789abcdef0' }),
     });
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /no price known for instance type x1e\.32xlarge .*--price USD_PER_HOUR, or fleet\.prices in ct\.config\.yml/);
