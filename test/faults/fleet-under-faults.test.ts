@@ -1,0 +1,131 @@
+/**
+ * A fleet under AWS faults: ct talks to moto through a loopback proxy that faults a seeded ~5% of
+ * every call (dropped connections before and after the call, delays, throttling, 5xx, and the
+ * AWS-only errors moto never gives). First each fault is checked to reach the SDK as AWS words it;
+ * then a 30-job fleet on two local workers must finish with every result exactly once, exit 0,
+ * no queue and no sandbox left. Set CT_FAULT_SEED to replay a failing run.
+ */
+import { ChangeMessageVisibilityCommand, CreateQueueCommand, DeleteMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { awsErrorName, isRetryableAwsError } from '../../src/errors.js';
+import { onlyLog, runCt } from '../helpers/cli.js';
+import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents } from '../helpers/fleet.js';
+import { readWithInspect } from '../helpers/inspect.js';
+import { testLogDir } from '../helpers/log-dirs.js';
+import { startMoto, type Moto } from '../helpers/moto.js';
+import { REPO_ROOT } from '../helpers/paths.js';
+import { startAwsFaultProxy, type FaultKind } from './helpers/aws-fault-proxy.js';
+
+const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
+const SEED = Number(process.env.CT_FAULT_SEED ?? 13013);
+const RATE = 0.05;
+
+function clients(url: string): { sqs: SQSClient; s3: S3Client } {
+  const common = { region: 'us-east-1', endpoint: url, maxAttempts: 1, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } };
+  return { sqs: new SQSClient(common), s3: new S3Client({ ...common, forcePathStyle: true }) };
+}
+
+/** The error a call failed with (the test fails if it succeeded). */
+async function failure(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  assert.fail('the call succeeded through a proxy faulting every call');
+}
+
+describe('AWS faults between ct and moto', () => {
+  let moto: Moto;
+  let dirs: ReturnType<typeof fleetWorkDir>;
+
+  before(async () => {
+    moto = await startMoto();
+    dirs = fleetWorkDir('faults');
+  });
+  after(async () => {
+    await moto.stop();
+    rmSync(dirs.work, { recursive: true, force: true });
+  });
+
+  test('each injected fault reaches the AWS SDK as AWS words it, and ct classifies it for retry', async () => {
+    await moto.reset();
+    const direct = clients(moto.url);
+    const url = (await direct.sqs.send(new CreateQueueCommand({ QueueName: 'wire' }))).QueueUrl!;
+    const /** kind, the action it is drawn for, and what the SDK must see */ cases: Array<[FaultKind, (c: ReturnType<typeof clients>) => Promise<unknown>, RegExp, boolean]> = [
+        ['throttle', (c) => c.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'x' })), /^ThrottlingException$/, true],
+        ['throttle', (c) => c.s3.send(new PutObjectCommand({ Bucket: 'b', Key: 'k', Body: 'x' })), /^SlowDown$/, true],
+        ['5xx', (c) => c.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'x' })), /^(InternalError|ServiceUnavailable)$/, true],
+        ['5xx', (c) => c.s3.send(new GetObjectCommand({ Bucket: 'b', Key: 'k' })), /^(InternalError|ServiceUnavailable)$/, true],
+        ['aws-only', (c) => c.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: 'h' })), /^ReceiptHandleIsInvalid$/, false],
+        ['aws-only', (c) => c.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: 'h', VisibilityTimeout: 5 })), /^(ReceiptHandleIsInvalid|MessageNotInflight)$/, false],
+        ['aws-only', (c) => c.sqs.send(new CreateQueueCommand({ QueueName: 'again' })), /^QueueDeletedRecently$/, true],
+        ['drop', (c) => c.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'x' })), /./, true],
+        ['drop-after', (c) => c.s3.send(new HeadObjectCommand({ Bucket: 'b', Key: 'k' })), /./, true],
+      ];
+    for (const [kind, call, name, retryable] of cases) {
+      const proxy = await startAwsFaultProxy({ target: moto.url, rate: 1, seed: SEED, kinds: [kind] });
+      const c = clients(proxy.url);
+      try {
+        const e = await failure(call(c));
+        const got = awsErrorName(e) || (e as Error).name;
+        assert.match(got, name, `${kind}: ${String(e)}`);
+        assert.equal(isRetryableAwsError(e), retryable, `${kind} ${got}: retryable`);
+        assert.equal(proxy.totalFaults(), 1, `${kind}: one fault counted`);
+      } finally {
+        c.sqs.destroy();
+        c.s3.destroy();
+        await proxy.stop();
+      }
+    }
+    // Off where AWS never sends them: no AWS-only error for a call that cannot get one.
+    const proxy = await startAwsFaultProxy({ target: moto.url, rate: 1, seed: SEED, kinds: ['aws-only'] });
+    const c = clients(proxy.url);
+    await c.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'x' }));
+    assert.equal(proxy.totalFaults(), 0);
+    c.sqs.destroy();
+    c.s3.destroy();
+    await proxy.stop();
+    direct.sqs.destroy();
+    direct.s3.destroy();
+  });
+
+  test(`30 jobs on 2 local workers with ${RATE * 100}% of every AWS call faulted: every result exactly once, exit 0, nothing left`, { timeout: 420_000 }, async () => {
+    await moto.reset();
+    const proxy = await startAwsFaultProxy({ target: moto.url, rate: RATE, seed: SEED });
+    const logDir = testLogDir('fleet-faults');
+    const started = Date.now();
+    try {
+      const r = await runCt(
+        ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '15', '--max-samples', '2', '--log-dir', logDir, '--yes'],
+        { cwd: dirs.work, env: fleetEnv({ ...moto, url: proxy.url }, dirs), timeoutMs: 360_000 },
+      );
+      const wall = (Date.now() - started) / 1000;
+      const [log] = await readWithInspect([onlyLog(logDir)]);
+      const keys = log!.samples.map((s) => `${s.id}#${s.epoch}`);
+      const unique = new Set(keys);
+      const expected = ['notes_app:create_greeting', 'notes_app:fix_config'].flatMap((id) => Array.from({ length: 15 }, (_, i) => `${id}#${i + 1}`));
+      const lost = expected.filter((k) => !unique.has(k)).length;
+      const duplicated = keys.length - unique.size;
+      const errors = log!.samples.filter((s) => s.error).map((s) => `${s.id}#${s.epoch}: ${s.error}`);
+      console.log(
+        `fleet under faults (seed ${SEED}, rate ${RATE}): ${proxy.totalCalls()} AWS calls, ${proxy.totalFaults()} faults injected; ` +
+          `${lost} lost, ${duplicated} duplicated, ${errors.length} sample errors; wall ${wall.toFixed(0)} s\n${proxy.report()}`,
+      );
+      assert.equal(r.code, 0, `exit 0\n${r.stdout}\n${r.stderr.slice(-4000)}`);
+      assert.equal(lost, 0, 'no result lost');
+      assert.equal(duplicated, 0, 'no result twice');
+      assert.deepEqual(errors, [], 'no AWS fault became a sample error');
+      assert.ok(proxy.totalFaults() > 0, 'faults were injected');
+      const held = await motoContents(moto);
+      assert.deepEqual(held.queues, [], 'no queue left');
+      assert.deepEqual(ctProjects('create-greeting').concat(ctProjects('fix-config')), [], 'no sandbox left');
+    } finally {
+      await proxy.stop();
+    }
+  });
+});
