@@ -105,6 +105,7 @@ describe('AWS faults between ct and moto', () => {
         { cwd: dirs.work, env: fleetEnv({ ...moto, url: proxy.url }, dirs), timeoutMs: 360_000 },
       );
       const wall = (Date.now() - started) / 1000;
+      if (r.code !== 0) console.log(`ct exited ${r.code}\n${r.stdout}\n${r.stderr.slice(-6000)}\n${proxy.report()}`);
       const [log] = await readWithInspect([onlyLog(logDir)]);
       const keys = log!.samples.map((s) => `${s.id}#${s.epoch}`);
       const unique = new Set(keys);
