@@ -8,12 +8,12 @@
 import { ChangeMessageVisibilityCommand, CreateQueueCommand, DeleteMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { awsErrorName, isRetryableAwsError } from '../../src/errors.js';
-import { onlyLog, runCt } from '../helpers/cli.js';
-import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents } from '../helpers/fleet.js';
+import { finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
+import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
@@ -27,6 +27,28 @@ const RATE = 0.05;
 function clients(url: string): { sqs: SQSClient; s3: S3Client } {
   const common = { region: 'us-east-1', endpoint: url, maxAttempts: 1, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } };
   return { sqs: new SQSClient(common), s3: new S3Client({ ...common, forcePathStyle: true }) };
+}
+
+function readIf(path: string): string {
+  return existsSync(path) ? readFileSync(path, 'utf8') : '';
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until `fn` holds, polling every 50 ms. */
+async function until(what: string, fn: () => boolean, timeoutMs = 180_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!fn()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** The error a call failed with (the test fails if it succeeded). */
@@ -127,6 +149,55 @@ describe('AWS faults between ct and moto', () => {
       assert.deepEqual(ctProjects('create-greeting').concat(ctProjects('fix-config')), [], 'no sandbox left');
     } finally {
       await proxy.stop();
+    }
+  });
+
+  test('the controller SIGKILLed while merging: no partial log in the log dir; the same command again merges one log, nothing lost or twice', { timeout: 420_000 }, async () => {
+    await moto.reset();
+    // Every result download takes 2-2.5 s, so the merge lasts long enough to be killed in.
+    const slowGets = await startAwsFaultProxy({ target: moto.url, rate: 1, seed: SEED, kinds: ['delay'], actions: ['s3:GetObject'], delayMs: [2000, 2500] });
+    const logDir = testLogDir('fleet-kill-merge');
+    const jobs = 16;
+    const args = ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', String(jobs), '--max-samples', '2', '--log-dir', logDir, '--yes'];
+    const pids: number[] = [];
+    const started = Date.now();
+    try {
+      const child = startCt(args, { cwd: dirs.work, env: fleetEnv({ ...moto, url: slowGets.url }, dirs) });
+      pids.push(child.pid!);
+      const done = finished(child);
+      const head = await waitForOutput(child, (t) => /fleet [0-9a-f]{16}: \d+ job/.test(t));
+      const fleetDir = join(logDir, 'fleet', /fleet ([0-9a-f]{16})/.exec(head)![1]!);
+      await until('the merge to start', () => existsSync(join(fleetDir, 'merging.eval')));
+      child.kill('SIGKILL');
+      await done;
+      for (const f of readdirSync(fleetDir).filter((n) => n.startsWith('worker-'))) {
+        const m = /\(pid (\d+)\)/.exec(readIf(join(fleetDir, f)));
+        if (m) pids.push(Number(m[1]));
+      }
+      const events = readEvents(readIf(join(fleetDir, 'events.jsonl')));
+      assert.equal(events.filter((e) => e.event === 'job_done').length, jobs, 'every job finished before the kill');
+      assert.ok(!events.some((e) => e.event === 'merge'), 'killed before the merge ended');
+      assert.deepEqual(readdirSync(logDir).filter((n) => n.endsWith('.eval')), [], 'no partial log in the log dir');
+
+      // What a user does: the same command again.
+      const r = await runCt(args, { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 180_000 });
+      assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+      assert.match(r.stderr, new RegExp(`resuming fleet [0-9a-f]{16}: ${jobs} of ${jobs} job\\(s\\) already finished`));
+      assert.match(r.stdout, /0 job\(s\) enqueued, 0 worker\(s\) launched/);
+      const [log] = await readWithInspect([onlyLog(logDir)]);
+      const keys = log!.samples.map((s) => `${s.id}#${s.epoch}`);
+      const lost = jobs - new Set(keys).size;
+      const duplicated = keys.length - new Set(keys).size;
+      console.log(`controller SIGKILLed while merging ${jobs} results: resumed, ${lost} lost, ${duplicated} duplicated; wall ${((Date.now() - started) / 1000).toFixed(0)} s`);
+      assert.equal(lost, 0);
+      assert.equal(duplicated, 0);
+      assert.equal(existsSync(join(fleetDir, 'merging.eval')), false, 'no partial merge left behind');
+      assert.deepEqual((await motoContents(moto)).queues, [], 'no queue left');
+      await until("the first controller's workers leaving", () => pids.every((p) => !alive(p)), 60_000);
+      assert.deepEqual(ctProjects('create-greeting'), [], 'no sandbox left');
+    } finally {
+      for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');
+      await slowGets.stop();
     }
   });
 });

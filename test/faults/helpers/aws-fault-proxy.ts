@@ -13,7 +13,7 @@
  *   - drop: the socket is destroyed before the request reaches moto (nothing happened);
  *   - drop-after: the request reaches moto, then the socket is destroyed (it happened, the caller
  *     does not know: a retried send duplicates a message);
- *   - delay: 0.2–1.5 s before forwarding;
+ *   - delay: 0.2–1.5 s (or `delayMs`) before forwarding;
  *   - throttle: `ThrottlingException` (JSON protocols), `RequestLimitExceeded` (EC2),
  *     `Throttling` (other query services), `SlowDown` 503 (S3);
  *   - 5xx: `InternalError` 500 or `ServiceUnavailable` 503;
@@ -43,6 +43,10 @@ export interface FaultProxyOptions {
   seed: number;
   /** The kinds drawn from (default: all). */
   kinds?: FaultKind[];
+  /** Only these `service:Action` are faulted, e.g. `s3:GetObject` (default: every action). */
+  actions?: string[];
+  /** The range of an injected delay, ms (default 200–1500). */
+  delayMs?: [number, number];
 }
 
 export interface FaultProxy {
@@ -197,6 +201,7 @@ function sendError(res: ServerResponse, call: Call, err: ErrorSpec): void {
 export async function startAwsFaultProxy(options: FaultProxyOptions): Promise<FaultProxy> {
   const target = new URL(options.target);
   const kinds = options.kinds ?? FAULT_KINDS;
+  const [delayMin, delayMax] = options.delayMs ?? [200, 1500];
   const agent = new Agent({ keepAlive: true, maxSockets: 32 });
   const calls = new Map<string, number>();
   const faults = new Map<FaultKind, Map<string, number>>(FAULT_KINDS.map((k) => [k, new Map()]));
@@ -205,7 +210,7 @@ export async function startAwsFaultProxy(options: FaultProxyOptions): Promise<Fa
   /** The fault for the n-th call of an action, if any, and a PRNG for its details. */
   function draw(call: Call, n: number): { kind: FaultKind | null; rand: () => number } {
     const rand = prng(hash(`${call.service}:${call.action}#${n}`, options.seed));
-    if (rand() >= options.rate) return { kind: null, rand };
+    if (rand() >= options.rate || (options.actions && !options.actions.includes(`${call.service}:${call.action}`))) return { kind: null, rand };
     const allowed = kinds.filter((k) => k !== 'aws-only' || awsOnlyErrors(call).length > 0);
     if (allowed.length === 0) return { kind: null, rand };
     return { kind: allowed[Math.floor(rand() * allowed.length)]!, rand };
@@ -249,7 +254,7 @@ export async function startAwsFaultProxy(options: FaultProxyOptions): Promise<Fa
         case 'drop-after':
           return forward(req, body, (up) => up.resume().on('end', () => req.socket.destroy()), fail);
         case 'delay':
-          return void setTimeout(pass, 200 + Math.floor(rand() * 1300));
+          return void setTimeout(pass, delayMin + Math.floor(rand() * (delayMax - delayMin)));
         case 'throttle':
           return sendError(res, call, throttleError(call));
         case '5xx':
