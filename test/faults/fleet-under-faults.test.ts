@@ -3,7 +3,8 @@
  * every call (dropped connections before and after the call, delays, throttling, 5xx, and the
  * AWS-only errors moto never gives). First each fault is checked to reach the SDK as AWS words it;
  * then a 30-job fleet on two local workers must finish with every result exactly once, exit 0,
- * no queue and no sandbox left. Set CT_FAULT_SEED to replay a failing run.
+ * no queue and no sandbox left. Set CT_FAULT_SEED to replay a failing run (CT_FAULT_RATE to fault
+ * more or fewer calls).
  */
 import { ChangeMessageVisibilityCommand, CreateQueueCommand, DeleteMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -22,7 +23,7 @@ import { startAwsFaultProxy, type FaultKind } from './helpers/aws-fault-proxy.js
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
 const SEED = Number(process.env.CT_FAULT_SEED ?? 13013);
-const RATE = 0.05;
+const RATE = Number(process.env.CT_FAULT_RATE ?? 0.05);
 
 function clients(url: string): { sqs: SQSClient; s3: S3Client } {
   const common = { region: 'us-east-1', endpoint: url, maxAttempts: 1, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } };
