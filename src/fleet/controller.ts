@@ -148,17 +148,22 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     events.add('resume', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length, finished: done.size });
     progress.note(`resuming fleet ${manifest.fleet_id}: ${done.size} of ${ids.size} job(s) already finished`);
   }
-  const created = await step('creating the queues', () => queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: o.timings.maxReceiveCount }));
-  if (created.reconciled.length) {
-    events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
-    progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
-  }
-
   // Only jobs with no result (a dead-lettered job has one: its error sample). A job an earlier
   // controller queued may be queued twice now: a worker skips a job whose result exists, and
   // results are keyed by job, first writer wins.
   const remaining = manifest.jobs.filter((j) => !done.has(j.job_id));
-  const sent = await step('enqueueing the jobs', () => queue.enqueue(remaining.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job }))));
+  // With every job finished there is nothing to queue: no queue is created, only the merge is
+  // redone. (SQS refuses a queue name deleted less than 60 s ago, so re-creating the queues of a
+  // fleet that just finished would fail on AWS.)
+  let sent = { sent: 0, failed: 0 };
+  if (remaining.length > 0) {
+    const created = await step('creating the queues', () => queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: o.timings.maxReceiveCount }));
+    if (created.reconciled.length) {
+      events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
+      progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
+    }
+    sent = await step('enqueueing the jobs', () => queue.enqueue(remaining.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job }))));
+  }
   if (sent.failed > 0) throw new Error(`SQS refused ${sent.failed} of ${remaining.length} job(s); run the same command again to queue the rest`);
   events.add('enqueue', { jobs: sent.sent });
   let launched = 0;

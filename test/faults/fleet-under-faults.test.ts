@@ -180,8 +180,12 @@ describe('AWS faults between ct and moto', () => {
       assert.ok(!events.some((e) => e.event === 'merge'), 'killed before the merge ended');
       assert.deepEqual(readdirSync(logDir).filter((n) => n.endsWith('.eval')), [], 'no partial log in the log dir');
 
-      // What a user does: the same command again.
-      const r = await runCt(args, { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 180_000 });
+      // What a user does: the same command again (through a proxy that only counts calls).
+      const counting = await startAwsFaultProxy({ target: moto.url, rate: 0, seed: SEED });
+      const r = await runCt(args, { cwd: dirs.work, env: fleetEnv({ ...moto, url: counting.url }, dirs), timeoutMs: 180_000 }).finally(() => counting.stop());
+      // Every job has its result: no queue is created (on AWS, re-creating a name deleted less
+      // than 60 s ago fails with QueueDeletedRecently), only the merge is redone.
+      assert.equal(counting.calls.get('sqs:CreateQueue'), undefined, 'no queue created when every job is finished');
       assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
       assert.match(r.stderr, new RegExp(`resuming fleet [0-9a-f]{16}: ${jobs} of ${jobs} job\\(s\\) already finished`));
       assert.match(r.stdout, /0 job\(s\) enqueued, 0 worker\(s\) launched/);
