@@ -17,8 +17,8 @@
  * queue it again.
  */
 import { errorExcerpt } from '../eval/error-excerpt.js';
-import { ConfigError } from '../errors.js';
-import { sleep } from '../host/backoff.js';
+import { CloudError, ConfigError, errorMessage, isRetryable } from '../errors.js';
+import { backoffDelays, sleep } from '../host/backoff.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { FleetEventsLog } from './events-log.js';
 import type { FleetProgress } from './fleet-progress.js';
@@ -115,6 +115,18 @@ export interface RunFleetResult {
 const MAX_RELAUNCH_FACTOR = 3;
 /** How long workers get to leave after the queues are deleted, before they are stopped (ms). */
 const WORKER_EXIT_GRACE_MS = 30_000;
+/**
+ * Tries of one controller step (creating the queues, enqueueing, one round of tracking, the
+ * merge) when AWS said try again after the SDK's own 5 attempts: 6, waiting about 1, 2, 4, 8 and
+ * 16 s between them. Every step is safe to repeat: results are first-writer-wins, a job finished
+ * twice is counted once, and re-created queues are reconciled.
+ */
+const STEP_TRIES = 6;
+/**
+ * Answers to a delete of a done or dead message that only mean the message is no longer ours:
+ * SQS offers it again and it is counted once, so the controller goes on.
+ */
+const STALE_HANDLE = new Set(['ReceiptHandleIsInvalid', 'MessageNotInflight']);
 
 export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const { queue, store, manifest, events, progress } = o;
@@ -125,6 +137,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const attempts = new Map<string, { workers: string[]; error: string; attempts: number }>();
   const dead: DeadJob[] = [];
   const seenUnreadable = new Set<string>();
+  const seenDone = new Set<string>();
   const header = fleetLogHeader(manifest, o.version);
 
   await o.ensureBucket?.();
@@ -135,17 +148,22 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     events.add('resume', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length, finished: done.size });
     progress.note(`resuming fleet ${manifest.fleet_id}: ${done.size} of ${ids.size} job(s) already finished`);
   }
-  const created = await queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: o.timings.maxReceiveCount });
-  if (created.reconciled.length) {
-    events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
-    progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
-  }
-
   // Only jobs with no result (a dead-lettered job has one: its error sample). A job an earlier
   // controller queued may be queued twice now: a worker skips a job whose result exists, and
   // results are keyed by job, first writer wins.
   const remaining = manifest.jobs.filter((j) => !done.has(j.job_id));
-  const sent = await queue.enqueue(remaining.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job })));
+  // With every job finished there is nothing to queue: no queue is created, only the merge is
+  // redone. (SQS refuses a queue name deleted less than 60 s ago, so re-creating the queues of a
+  // fleet that just finished would fail on AWS.)
+  let sent = { sent: 0, failed: 0 };
+  if (remaining.length > 0) {
+    const created = await step('creating the queues', () => queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: o.timings.maxReceiveCount }));
+    if (created.reconciled.length) {
+      events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
+      progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
+    }
+    sent = await step('enqueueing the jobs', () => queue.enqueue(remaining.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job }))));
+  }
   if (sent.failed > 0) throw new Error(`SQS refused ${sent.failed} of ${remaining.length} job(s); run the same command again to queue the rest`);
   events.add('enqueue', { jobs: sent.sent });
   let launched = 0;
@@ -177,15 +195,56 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   show();
 
   let nextCheck = 0;
+  let trackFailures = 0;
   while (done.size < ids.size) {
     if (o.signal.aborted) {
       end = 'stopped';
       break;
     }
+    let stop: FleetEnd | undefined;
+    try {
+      stop = await track();
+      trackFailures = 0;
+    } catch (e) {
+      // One round failed after the SDK's retries (throttling, an outage, a dropped connection):
+      // the next round does it again; only a final error, or too many in a row, ends the run.
+      if (!isRetryable(e) || ++trackFailures >= STEP_TRIES) throw e;
+      progress.note(`following the fleet: ${errorMessage(e)}; trying again`);
+      await sleep(backoffDelays(trackFailures, 1000, 16_000)[trackFailures - 1]!, o.signal);
+      continue;
+    }
+    if (stop) {
+      end = stop;
+      break;
+    }
+    show();
+  }
+
+  const result: RunFleetResult = { end, enqueued: sent.sent, launched: o.launcher.names(), dead };
+  if (end !== 'complete') {
+    await o.launcher.stopAll();
+    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
+    progress.stop();
+    return result;
+  }
+  result.merge = await step('merging the results', () => mergeFleetResults({ store, manifest, header, logDir: o.logDir, startedAt }));
+  events.add('merge', { path: result.merge.path, samples: result.merge.rows.length });
+  // Results stay in the bucket; the queues go. Workers see their queue gone and leave by themselves.
+  await step('deleting the queues', () => queue.deleteQueues());
+  await waitForWorkers();
+  events.add('teardown', { queues: 'deleted', results_kept: true });
+  progress.stop();
+  return result;
+
+  /** One round of following the fleet: done messages, then (every check) dead letters, results, workers; an end, or undefined to go on. */
+  async function track(): Promise<FleetEnd | undefined> {
     const messages = await queue.receiveDone({ max: 10, waitSeconds: o.timings.pollSeconds });
     for (const m of messages) {
       const d = m.message;
-      if (d && d.fleet_id === manifest.fleet_id && ids.has(d.job_id)) {
+      // A message whose delete failed comes again: it was counted the first time.
+      const fresh = !seenDone.has(m.messageId);
+      seenDone.add(m.messageId);
+      if (fresh && d && d.fleet_id === manifest.fleet_id && ids.has(d.job_id)) {
         if (d.status === 'ok') markDone(d.job_id, { worker: d.worker, attempt: d.attempt, seconds: d.seconds });
         else if (d.status === 'preempted') {
           // Queued again by the worker as a fresh message: no attempt spent.
@@ -202,7 +261,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           progress.note(`job ${d.job_id} failed on attempt ${d.attempt} (${d.worker}): ${oneLine(a.error)}`);
         }
       }
-      await queue.deleteDone(m.receiptHandle);
+      await forget('done', () => queue.deleteDone(m.receiptHandle));
     }
     if (Date.now() >= nextCheck || messages.length === 0) {
       nextCheck = Date.now() + o.timings.checkSeconds * 1000;
@@ -221,8 +280,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         const why = o.launcher.lastFailure?.();
         events.add('warning', { kind: 'workers_failed', last_failure: why ?? null });
         progress.note(`workers keep stopping with ${ids.size - done.size} job(s) left (${launched} started)${why ? `; last: ${why}` : ''}. Results are kept; resume with:\n  ${o.resumeCommand}`);
-        end = 'workers-failed';
-        break;
+        return 'workers-failed';
       }
       // Some workers died (an instance ended) while jobs wait that nobody takes: top the fleet up.
       if (live !== undefined && live > 0 && work.visible > 0 && live < Math.min(o.workers, ids.size - done.size)) await replaceWorkers(live);
@@ -230,28 +288,35 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         lastDone = done.size;
         lastProgress = Date.now();
       } else if (checkStale()) {
-        end = 'stale';
-        break;
+        return 'stale';
       }
     }
-    show();
+    return undefined;
   }
 
-  const result: RunFleetResult = { end, enqueued: sent.sent, launched: o.launcher.names(), dead };
-  if (end !== 'complete') {
-    await o.launcher.stopAll();
-    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
-    progress.stop();
-    return result;
+  /** `fn`, tried again (up to STEP_TRIES) while it fails with an error AWS said to retry. */
+  async function step<T>(doing: string, fn: () => Promise<T>): Promise<T> {
+    const delays = backoffDelays(STEP_TRIES - 1, 1000, 16_000);
+    for (let i = 0; ; i++) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (!isRetryable(e) || i >= delays.length || o.signal.aborted) throw e;
+        progress.note(`${doing}: ${errorMessage(e)}; trying again`);
+        await sleep(delays[i]!, o.signal);
+      }
+    }
   }
-  result.merge = await mergeFleetResults({ store, manifest, header, logDir: o.logDir, startedAt });
-  events.add('merge', { path: result.merge.path, samples: result.merge.rows.length });
-  // Results stay in the bucket; the queues go. Workers see their queue gone and leave by themselves.
-  await queue.deleteQueues();
-  await waitForWorkers();
-  events.add('teardown', { queues: 'deleted', results_kept: true });
-  progress.stop();
-  return result;
+
+  /** Deletes a handled done or dead message; one SQS will offer again (a stale handle, a failed call) is handled again, idempotently. */
+  async function forget(role: 'done' | 'dead', fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      if (!(e instanceof CloudError) || !(e.retryable || STALE_HANDLE.has(e.code ?? ''))) throw e;
+      events.add('warning', { kind: 'message_not_deleted', queue: role, error: errorMessage(e) });
+    }
+  }
 
   function markDone(jobId: string, fields: Record<string, unknown>): void {
     if (done.has(jobId)) return;
@@ -297,7 +362,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           progress.note(`job ${job.job_id} failed for good after ${d.attempts} attempt(s): ${oneLine(d.error)}`);
         }
         markDone(job.job_id, { dead: true });
-        await queue.deleteDead(m.receiptHandle);
+        await forget('dead', () => queue.deleteDead(m.receiptHandle));
       }
     }
   }

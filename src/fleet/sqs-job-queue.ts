@@ -17,7 +17,8 @@ import {
   type Message,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { CloudError, awsErrorName, cloudError } from '../errors.js';
+import { CloudError, awsErrorName, cloudError, isRetryable } from '../errors.js';
+import { backoffDelays, sleep } from '../host/backoff.js';
 import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage } from './protocol.js';
 import { SQS_BATCH, type Delivery, type JobQueue, type QueueCreation, type QueueDepth, type QueueSettings, type ReceiveOptions } from './types.js';
 import type { z } from 'zod';
@@ -28,7 +29,7 @@ export const DEFAULT_RETENTION_SECONDS = 1_209_600;
 /** Batch sends in flight at once while enqueueing: 3.6x the rate of one at a time against moto here (bench/fleet-enqueue.ts). */
 const ENQUEUE_PARALLEL = 8;
 
-/** Tries of a batch's refused entries before they count as failed. */
+/** Tries of a batch (its refused entries, or all of it when the call failed and AWS said retry) before they count as failed. */
 const SEND_TRIES = 3;
 
 export interface SqsJobQueueOptions {
@@ -217,7 +218,15 @@ export class SqsJobQueue implements JobQueue {
   private async sendBatch(url: string, bodies: string[]): Promise<{ sent: number; failed: number }> {
     let entries = bodies.map((body, i) => ({ Id: String(i), MessageBody: body }));
     for (let attempt = 1; attempt <= SEND_TRIES && entries.length > 0; attempt++) {
-      const r = await this.call('enqueueing jobs', () => this.sqs.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: entries })));
+      let r;
+      try {
+        r = await this.call('enqueueing jobs', () => this.sqs.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: entries })));
+      } catch (e) {
+        // Throttled or failed through the SDK's retries: this batch again, not the whole enqueue.
+        if (attempt === SEND_TRIES || !isRetryable(e)) throw e;
+        await sleep(backoffDelays(attempt, 1000, 8000)[attempt - 1]!);
+        continue;
+      }
       const refused = new Set((r.Failed ?? []).map((f) => f.Id));
       entries = entries.filter((e) => refused.has(e.Id));
     }

@@ -293,6 +293,12 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       o.log(`job ${job.job_id} started: ${job.sample_id} epoch ${job.epoch} (attempt ${d.receiveCount})`);
       return { sample, epoch: job.epoch, job, delivery: d, startedAt, stopHeartbeat: heartbeat(job, d) };
     } catch (e) {
+      if (e instanceof CloudError) {
+        // Checking for or skipping a stored result failed in AWS, not in the job: not an attempt.
+        o.log(`job ${job.job_id}: ${errorMessage(e)}; handed back`);
+        await release(d);
+        return undefined;
+      }
       await failAttempt(job, d, errorMessage(e), seconds({ startedAt }));
       return undefined;
     }
