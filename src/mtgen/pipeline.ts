@@ -58,8 +58,22 @@ export async function runPipeline(p: PipelineInput): Promise<PipelineOutcome> {
   delete s.stoppedBecause;
   state.save();
 
+  // Until a sandbox session takes the signals over (it stops its samples cleanly), Ctrl-C or
+  // SIGTERM in the model stages ends the run at once: every finished step is saved, and the model
+  // call in flight is made again by live-run.
+  const stopNow = (signal: NodeJS.Signals) => {
+    note(`interrupted; the state is saved; continue with: ct run mtgen live-run --run-dir ${state.dir}`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  const releaseSignals = () => {
+    process.off('SIGINT', stopNow);
+    process.off('SIGTERM', stopNow);
+  };
+  process.once('SIGINT', stopNow);
+  process.once('SIGTERM', stopNow);
   let session: RunSession | undefined;
   const openSession = async () => {
+    releaseSignals();
     session ??= await RunSession.open({ config, sandbox: s.options.ec2 ? 'ec2' : 'docker', note, holdSandbox: true });
     return session;
   };
@@ -170,6 +184,7 @@ export async function runPipeline(p: PipelineInput): Promise<PipelineOutcome> {
     }
     throw e;
   } finally {
+    releaseSignals();
     await session?.close();
   }
 }

@@ -99,4 +99,27 @@ describe('ct run mtgen: stopped (SIGKILL, Ctrl-C) and resumed', () => {
     assert.deepEqual(s.candidates.map((c: any) => c.stage), ['validated']);
     assert.deepEqual(ctProjects().filter((p) => running.includes(p)), []);
   });
+
+  it('Ctrl-C while a generate call is in flight exits 130 at once with the resume command; live-run then finishes', async () => {
+    const w = mtgenWorld(server);
+    const ideatesBefore = requestsOf(server, 'ideate');
+    server.holdIf = ({ body }) => classify(body).kind === 'generate';
+    server.held = 0;
+    const child = startCt(runAllArgs(['--epochs', '1'], 1), { env: w.env(), cwd: w.root });
+    const done = finished(child);
+    try {
+      await until('the generate call', () => server.held >= 1);
+    } finally {
+      child.kill('SIGINT');
+    }
+    const r = await done;
+    server.holdIf = undefined;
+    assert.equal(r.code, 130, r.stderr);
+    const runDir = runDirOf(r.stdout);
+    assert.ok(r.stderr.includes(`interrupted; the state is saved; continue with: ct run mtgen live-run --run-dir ${runDir}`), r.stderr);
+    assert.deepEqual(readState(runDir).done, ['gather', 'ideate']);
+    const again = await ct(['run', 'mtgen', 'live-run', '--run-dir', runDir, '--quiet'], w.env(), w.root);
+    assert.equal(again.code, 0, again.stderr + again.stdout);
+    assert.equal(requestsOf(server, 'ideate') - ideatesBefore, 1, 'ideate is not asked again');
+  });
 });
