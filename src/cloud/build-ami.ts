@@ -16,7 +16,6 @@ import {
   DeregisterImageCommand,
   DescribeImagesCommand,
   RunInstancesCommand,
-  StopInstancesCommand,
   type EC2Client,
   type Image,
 } from '@aws-sdk/client-ec2';
@@ -263,19 +262,14 @@ async function waitForBuilder(o: BuildAmiOptions, builderId: string, prefix: str
   }
 }
 
+/** Waits until the builder powered itself off (its marker is written just before; no stop call, so the policy needs none). */
 async function waitForStopped(o: BuildAmiOptions, builderId: string): Promise<void> {
   const deadline = Date.now() + o.timeoutSeconds * 1000;
-  let asked = false;
   for (;;) {
     const state = (await describeInstance(o.ec2, builderId))?.State?.Name;
     if (state === 'stopped') return;
     if (state === 'terminated' || state === 'shutting-down') throw new CloudError(`the builder ${builderId} was terminated before it could be imaged`, false);
-    // It signalled done but has not powered off yet after a while: stop it (the disk is complete).
-    if (!asked && Date.now() > deadline - (o.timeoutSeconds * 1000) / 2) {
-      await o.ec2.send(new StopInstancesCommand({ InstanceIds: [builderId] }));
-      asked = true;
-    }
-    if (Date.now() > deadline) throw new CloudError(`the builder ${builderId} did not stop within ${o.timeoutSeconds}s`, true);
+    if (Date.now() > deadline) throw new CloudError(`the builder ${builderId} did not power off within ${o.timeoutSeconds}s of finishing (fleet.ami_build_timeout)`, true);
     await sleep(o.pollSeconds * 1000);
   }
 }
