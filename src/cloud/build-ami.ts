@@ -169,6 +169,7 @@ export async function buildAmi(o: BuildAmiOptions): Promise<BuildAmiResult> {
 
     const stopStart = Date.now();
     await waitForStopped(o, builderId);
+    phase('builder powered off', stopStart);
     const imageStart = Date.now();
     const digestTags = Object.entries(digests)
       .filter(([img]) => `${DIGEST_TAG_PREFIX}${img}`.length <= 127)
@@ -195,7 +196,6 @@ export async function buildAmi(o: BuildAmiOptions): Promise<BuildAmiResult> {
         throw cloudError(e, `creating the image of ${builderId}`);
       });
     const imageId = created.ImageId!;
-    phase(`builder stopped`, stopStart);
     await waitForImage(o, imageId);
     phase(`image ${imageId} available`, imageStart);
     await o.ssm.send(new PutParameterCommand({ Name: o.amiParameter, Value: imageId, Type: 'String', Overwrite: true })).catch((e) => {

@@ -2,7 +2,7 @@
  * `ct cloud build-ami` against moto with the instance harness running the builder's real
  * user-data: a build from stock Ubuntu, an incremental one from that AMI (unchanged images not
  * pulled; the previous AMI deregistered), a failing step (log uploaded, builder terminated, the
- * log's tail shown) and bad input (exit 2, nothing created).
+ * log's tail shown), Ctrl-C during the build (builder terminated) and bad input (exit 2, nothing created).
  *
  * No registry or npm registry is reachable here: `docker` (for `buildx imagetools inspect`,
  * `pull` and `image inspect`) and `npm` are stand-ins on the instances' PATH that answer from a
@@ -10,14 +10,14 @@
  */
 import assert from 'node:assert/strict';
 import { DescribeImagesCommand, DescribeInstanceAttributeCommand, DescribeInstancesCommand, DescribeSecurityGroupsCommand, DescribeSnapshotsCommand, EC2Client } from '@aws-sdk/client-ec2';
-import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { runCt } from '../helpers/cli.js';
+import { finished, runCt, startCt, waitForOutput } from '../helpers/cli.js';
 import { FAKE_AWS, fleetEnv } from '../helpers/fleet.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
 import { EC2_FLEET_ENV, WORKER_AMI_PARAMETER, seedEc2FleetWorld } from '../fleet/helpers/ec2-fleet-world.js';
@@ -69,6 +69,7 @@ before(async () => {
 case "$1 \${2:-} \${3:-}" in
   "buildx imagetools inspect") d=$(grep "^$4 " "$CT_TEST_REGISTRY" | cut -d' ' -f2); [ -n "$d" ] && echo "$d" ;;
   "pull "*) img="\${@: -1}"; grep -q "^$img " "$CT_TEST_REGISTRY" || { echo "Error response from daemon: manifest for $img not found" >&2; exit 1; }
+    case "$img" in *slow*) sleep 60 ;; esac
     echo "$img" >> "$CT_TEST_PULLS"; echo "docker.io/$img" ;;
   "image inspect "*) img="\${@: -1}"; grep -qx "$img" "$CT_TEST_PULLS" 2>/dev/null ;;
   *) exec ${realDocker} "$@" ;;
@@ -97,11 +98,10 @@ async function builders(ec2: EC2Client) {
   return (r.Reservations ?? []).flatMap((x) => x.Instances ?? []);
 }
 
-async function buildLog(s3: S3Client, buildIndex: number): Promise<string> {
-  const keys = ((await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'ami-builds/' }))).Contents ?? []).map((o) => o.Key!).filter((k) => k.endsWith('/build.log'));
-  const sorted = keys.sort();
-  const key = sorted[buildIndex]!;
-  return (await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString();
+/** The log a build uploaded, found by the build id ct printed. */
+async function buildLog(s3: S3Client, stderr: string): Promise<string> {
+  const id = /build (\S+): \d+ environment image/.exec(stderr)![1]!;
+  return (await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: `ami-builds/${id}/build.log` }))).Body!.transformToString();
 }
 
 test('a build from stock Ubuntu, then an incremental one from it: images pulled only when their digest changed, one AMI kept, builders terminated', async () => {
@@ -151,7 +151,7 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
     assert.ok(emulated.installs.some((l) => /^npm ci .*--cache \S+\/opt\/ct-ami\/npm-cache/.test(l)), emulated.installs.join('\n'));
     const groups = (await ec2.send(new DescribeSecurityGroupsCommand({ GroupIds: b1.SecurityGroups!.map((g) => g.GroupId!) }))).SecurityGroups!;
     assert.deepEqual(groups.flatMap((g) => g.IpPermissions ?? []), []);
-    const log1 = await buildLog(s3, 0);
+    const log1 = await buildLog(s3, first.stderr);
     assert.match(log1, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ step pull-images: ok in \d+s$/m);
     assert.match(log1, /powering off: build \S+ complete/);
     const snapshots1 = (image1.BlockDeviceMappings ?? []).map((m) => m.Ebs?.SnapshotId).filter(Boolean) as string[];
@@ -165,7 +165,7 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
     assert.match(second.stderr, new RegExp(`from the previous AMI ${ami1}`));
     assert.match(second.stderr, /images: 1 pulled, 1 unchanged/);
     assert.deepEqual(readLines(pulls), ['ct-test/app:1', 'ct-test/db:2', 'ct-test/db:2'], 'only the changed image was pulled again');
-    const log2 = await buildLog(s3, 1);
+    const log2 = await buildLog(s3, second.stderr);
     assert.match(log2, /image ct-test\/app:1: unchanged \(sha256:aaa1\), skipped/);
     assert.match(log2, /image ct-test\/db:2: pulling \(registry sha256:bbb2, previous AMI sha256:bbb1\)/);
     assert.equal((await ssm.send(new GetParameterCommand({ Name: WORKER_AMI_PARAMETER }))).Parameter?.Value, ami2);
@@ -175,10 +175,10 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
     const left = await ec2.send(new DescribeImagesCommand({ ImageIds: [ami1] })).then((r) => r.Images ?? [], () => []);
     assert.deepEqual(left, []);
     assert.match(second.stderr, new RegExp(`deregistered the previous AMI ${ami1}`));
-    if (snapshots1.length) {
-      const snaps = await ec2.send(new DescribeSnapshotsCommand({ SnapshotIds: snapshots1 })).then((r) => r.Snapshots ?? [], () => []);
-      assert.deepEqual(snaps, []);
-    }
+    assert.equal(snapshots1.length, 1, 'CreateImage made one snapshot of the builder');
+    assert.match(second.stderr, new RegExp(`deleted snapshot\\(s\\) ${snapshots1[0]}`));
+    const snaps = await ec2.send(new DescribeSnapshotsCommand({ SnapshotIds: snapshots1 })).then((r) => r.Snapshots ?? [], () => []);
+    assert.deepEqual(snaps, []);
     const all = await builders(ec2);
     assert.equal(all.length, 2);
     assert.deepEqual(all.map((i) => i.State?.Name), ['terminated', 'terminated']);
@@ -214,7 +214,7 @@ test('a failing step: the log is uploaded, its tail shown, the builder terminate
     assert.match(r.stderr, /manifest for ct-test\/gone:9 not found/);
     assert.match(r.stderr, /step pull-images: FAILED \(exit 1\)/);
     assert.match(r.stderr, /builder i-\w+ terminated/);
-    const log = await buildLog(s3, 0);
+    const log = await buildLog(s3, r.stderr);
     assert.match(log, /build failed at step pull-images/);
     const all = await builders(ec2);
     assert.deepEqual(all.map((i) => i.State?.Name), ['terminated']);
@@ -231,6 +231,35 @@ test('a failing step: the log is uploaded, its tail shown, the builder terminate
     ec2.destroy();
     s3.destroy();
     ssm.destroy();
+    await moto.reset();
+  }
+});
+
+test('Ctrl-C while the builder works: the builder is terminated, no image is made', async () => {
+  const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
+  const settings = settingsWith('slow-image', ['ct-test/slow:1']);
+  writeFileSync(pulls, '');
+  setRegistry({ 'ct-test/slow:1': 'sha256:ccc1' });
+  const harness = harnessFor(images.ubuntu);
+  harness.start();
+  const ec2 = new EC2Client(aws());
+  try {
+    const child = startCt(['cloud', 'build-ami'], { cwd: base, env: buildEnv(settings) });
+    const done = finished(child);
+    await waitForOutput(child, (t) => /step docker-login: ok/.test(t), 60_000);
+    child.kill('SIGINT');
+    const r = await done;
+    assert.equal(r.code, 130, r.stderr);
+    const all = await builders(ec2);
+    assert.deepEqual(all.map((i) => i.State?.Name), ['terminated']);
+    assert.deepEqual((await ec2.send(new DescribeImagesCommand({ Owners: ['self'] }))).Images ?? [], []);
+    for (let i = 0; i < 50 && harness.liveGroups().length; i++) await new Promise((res) => setTimeout(res, 200));
+    assert.deepEqual(harness.liveGroups(), [], 'the builder script was ended with its instance');
+    assert.deepEqual(readLines(pulls), [], 'the pull never finished');
+  } finally {
+    await harness.stop();
+    harness.cleanup();
+    ec2.destroy();
     await moto.reset();
   }
 });
