@@ -17,7 +17,7 @@ interface CommonFlags {
 }
 
 export function registerCloudCommands(program: Command): void {
-  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM.");
+  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM; the worker AMI.");
   cloud
     .command('status')
     .description('Show fleets (workers, queue counts, results, cost so far), EC2 sandboxes and AMI builders: yours, or everyone\'s with --all-users.')
