@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { CloudError, awsErrorName, cloudError } from '../errors.js';
 import { sleep } from '../host/backoff.js';
 import { amiBuildPrefix, renderAmiBuilderUserData } from './ami-builder-user-data.js';
-import { describeInstance, resolveAmi, terminateInstance } from './ec2-instance.js';
+import { checkInstanceType, describeInstance, resolveAmi, terminateInstance } from './ec2-instance.js';
 import { ensureEgressOnlySecurityGroup } from './security-group.js';
 import { MANAGED_BY, TAGS, tagValue, toTags } from './tags.js';
 import { terminateOnExit } from './terminate-on-exit.js';
@@ -83,6 +83,8 @@ export interface BuildAmiResult {
 export async function buildAmi(o: BuildAmiOptions): Promise<BuildAmiResult> {
   const started = Date.now();
   const phase = (name: string, since: number) => o.note(`${name} in ${Math.round((Date.now() - since) / 1000)}s`);
+  // Bad input ends here, before anything is created: an unknown type, user-data over 16 KB.
+  await checkInstanceType(o.ec2, o.instanceType, o.region);
   const previous = await previousAmi(o);
   const previousDigests = o.fresh || !previous ? {} : digestsOf(previous);
   const baseImage = !o.fresh && previous ? previous.ImageId! : await resolveAmi(o.ssm, { ...(o.ubuntuAmi ? { ami: o.ubuntuAmi } : {}), parameter: o.ubuntuParameter });

@@ -274,10 +274,16 @@ test('bad input: exit 2 and nothing created', async () => {
     assert.match(badRegion.stderr, /region/);
     const badFlag = await runCt(['cloud', 'build-ami', '--frsh'], { cwd: base, env: buildEnv(settings) });
     assert.equal(badFlag.code, 2, badFlag.stderr);
+    const badType = await runCt(['cloud', 'build-ami'], { cwd: base, env: { ...buildEnv(settings), CT_EC2_INSTANCE_TYPE: 'c7i.nosuchsize' } });
+    assert.equal(badType.code, 2, badType.stderr);
+    assert.match(badType.stderr, /c7i\.nosuchsize/);
     const noSettings = await runCt(['cloud', 'build-ami'], { cwd: base, env: buildEnv(join(base, 'no-such-settings')) });
     assert.equal(noSettings.code, 2, noSettings.stderr);
     assert.match(noSettings.stderr, /settings folder .* does not exist/);
     assert.deepEqual(await builders(ec2), []);
+    const s3 = new S3Client({ ...aws(), forcePathStyle: true });
+    await assert.rejects(s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'none' })), /NoSuchBucket/, 'not even the bucket was created');
+    s3.destroy();
   } finally {
     ec2.destroy();
     await moto.reset();
