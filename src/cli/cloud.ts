@@ -1,18 +1,23 @@
 /**
- * `ct cloud status | cleanup | put-docker-auth`: what ct has in an AWS region, removing what it
- * left behind, and storing registry credentials for workers. Every command checks the AWS
+ * `ct cloud status | cleanup | put-docker-auth | build-ami`: what ct has in an AWS region, removing
+ * what it left behind, storing registry credentials for workers, and baking the worker AMI. Every command checks the AWS
  * credentials first (the EC2 sandbox's rules: src/cloud/credentials.ts).
  */
 import type { Command } from 'commander';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../config/config.js';
 import type { CallerIdentity } from '../cloud/credentials.js';
+
+/** ct's own checkout (dist/src/cli -> the repository): its package.json and lock go into the AMI's npm cache. */
+const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 interface CommonFlags {
   region?: string;
 }
 
 export function registerCloudCommands(program: Command): void {
-  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM.");
+  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM; the worker AMI.");
   cloud
     .command('status')
     .description('Show fleets (workers, queue counts, results, cost so far), EC2 sandboxes and AMI builders: yours, or everyone\'s with --all-users.')
@@ -93,6 +98,55 @@ export function registerCloudCommands(program: Command): void {
           pat: { parameter: f.docker_org_pat_parameter, ...(f.docker_org_pat ? { value: f.docker_org_pat } : {}) },
         });
         process.stdout.write(`stored ${names[0]} (String) and ${names[1]} (SecureString) in ${c.region}\n`);
+      });
+    });
+
+  cloud
+    .command('build-ami')
+    .description('Bake the fleet worker AMI: Docker + Compose, Node 20, git, AWS CLI, a warm npm cache for ct, and every environment image; store its id in SSM.')
+    .option('--fresh', 'start from stock Ubuntu 22.04 and pull every image (default: start from the current worker AMI and pull only images whose digest changed)')
+    .option('--region <region>', 'AWS region (default: ec2.region, CT_EC2_REGION, us-east-1)')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  ct cloud build-ami\n  ct cloud build-ami --fresh\n  ct cloud build-ami --region us-west-2\n' +
+        '\nImages: each compose service\'s image: in the environments under settings_dir (services with build: are built per run).\n' +
+        'The builder (ec2.instance_type, tagged ct:role=ami-builder, no inbound rule) logs to s3://<fleet.bucket>/ami-builds/<build id>/build.log;\n' +
+        'the AMI id goes to SSM fleet.ami_parameter (CT_FLEET_AMI_PARAMETER, default /linuxbench/worker-ami-id), the previous AMI and its\n' +
+        'snapshots are removed (one AMI is kept), and the builder is terminated whatever happens (also on Ctrl-C). Takes ~15-20 min.\n',
+    )
+    .action(async (flags: CommonFlags & { fresh?: boolean }) => {
+      const { buildAmi } = await import('../cloud/build-ami.js');
+      const { environmentImages } = await import('../cloud/environment-images.js');
+      await withCloud(flags, async (config, caller, c) => {
+        const images = environmentImages(config.settings_dir);
+        const note = (line: string) => process.stderr.write(`${line}\n`);
+        if (!images.length) note(`warning: no environment declares an image in ${config.settings_dir}; the AMI will hold no image`);
+        const r = await buildAmi({
+          ec2: c.ec2,
+          s3: c.s3,
+          ssm: c.ssm,
+          region: c.region,
+          bucket: config.fleet.bucket,
+          amiParameter: config.fleet.ami_parameter,
+          ...(config.ec2.ami ? { ubuntuAmi: config.ec2.ami } : {}),
+          ubuntuParameter: config.ec2.ami_parameter,
+          instanceType: config.ec2.instance_type,
+          instanceProfile: config.fleet.instance_profile,
+          securityGroup: config.fleet.security_group,
+          ...(config.ec2.subnet_id ? { subnetId: config.ec2.subnet_id } : {}),
+          rootVolumeGb: config.ec2.root_volume_gb,
+          namePrefix: config.ec2.name_prefix,
+          launchedBy: caller.name,
+          fresh: Boolean(flags.fresh),
+          images,
+          codeDir: CT_ROOT,
+          dockerNameParameter: config.fleet.docker_org_name_parameter,
+          dockerPatParameter: config.fleet.docker_org_pat_parameter,
+          timeoutSeconds: config.fleet.ami_build_timeout,
+          pollSeconds: config.fleet.ami_poll_seconds,
+          note,
+        });
+        process.stdout.write(`${r.imageId}\n`);
       });
     });
 }

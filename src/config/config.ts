@@ -152,6 +152,10 @@ export const configSchema = z.object({
       instance_profile: z.string().default('linuxbench-worker'),
       /** SSM parameter holding the pre-baked worker AMI id (stock Ubuntu when absent); CT_FLEET_AMI_PARAMETER. */
       ami_parameter: z.string().default('/linuxbench/worker-ami-id'),
+      /** `ct cloud build-ami`: seconds the builder's steps may take, and again the new image to become available (default 3600); CT_FLEET_AMI_BUILD_TIMEOUT. */
+      ami_build_timeout: z.number().positive().default(3600),
+      /** `ct cloud build-ami`: seconds between checks of the builder and the image (default 15); CT_FLEET_AMI_POLL_SECONDS. */
+      ami_poll_seconds: z.number().positive().default(15),
       /** SSM parameters with registry credentials for private images; DOCKER_ORG_NAME_SSM_PARAM / DOCKER_ORG_PAT_SSM_PARAM. */
       docker_org_name_parameter: z.string().default('/linuxbench/docker-org-name'),
       docker_org_pat_parameter: z.string().default('/linuxbench/docker-org-pat'),
@@ -370,6 +374,8 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_SECURITY_GROUP: ['fleet.security_group', 'string'],
   CT_FLEET_INSTANCE_PROFILE: ['fleet.instance_profile', 'string'],
   CT_FLEET_AMI_PARAMETER: ['fleet.ami_parameter', 'string'],
+  CT_FLEET_AMI_BUILD_TIMEOUT: ['fleet.ami_build_timeout', 'number'],
+  CT_FLEET_AMI_POLL_SECONDS: ['fleet.ami_poll_seconds', 'number'],
   DOCKER_ORG_NAME_SSM_PARAM: ['fleet.docker_org_name_parameter', 'string'],
   DOCKER_ORG_PAT_SSM_PARAM: ['fleet.docker_org_pat_parameter', 'string'],
   DOCKER_ORG_NAME: ['fleet.docker_org_name', 'string'],

@@ -4,7 +4,7 @@
  * `ct cloud put-docker-auth | status | cleanup --yes`, recorded by ct's own SDK middleware
  * (CT_AWS_CALL_LOG), must be allowed by the policy for an IAM user and for an SSO session, as
  * evaluated offline by @cloud-copilot/iam-simulate; so must the EC2 launch calls the fleet
- * launcher makes. A list of calls that must be denied (another user's instance, untagged
+ * launcher makes, and those of `ct cloud build-ami`. A list of calls that must be denied (another user's instance, untagged
  * launches, retagging, other buckets, queues and parameters...) guards the scoping. A new AWS
  * call without a policy line (or without a mapping to its IAM action below) fails here.
  */
@@ -126,6 +126,8 @@ function requestsOf(c: Recorded, tags: (id: string) => Record<string, string>): 
       const action = `ec2:${op}`;
       if (op.startsWith('Describe')) return [{ action, resource: '*' }];
       if (op === 'TerminateInstances') return (i.InstanceIds as string[]).map((id) => ({ action, resource: arn.ec2('instance', id), context: resourceTags(id) }));
+      if (op === 'DeregisterImage') return [{ action, resource: `arn:aws:ec2:${REGION}::image/${String(i.ImageId)}`, context: resourceTags(String(i.ImageId)) }];
+      if (op === 'DeleteSnapshot') return [{ action, resource: `arn:aws:ec2:${REGION}::snapshot/${String(i.SnapshotId)}` }];
       if (op === 'DeleteSecurityGroup') return [{ action, resource: arn.ec2('security-group', String(i.GroupId)), context: resourceTags(String(i.GroupId)) }];
       assert.fail(`EC2 ${op} has no mapping in this test: add it (with its resources and condition keys) and a policy line`);
     }
@@ -164,6 +166,34 @@ function launcherCalls(launchedBy: string): Request[] {
   ];
 }
 
+/**
+ * What `ct cloud build-ami` asks of AWS beyond the launcher's calls (its RunInstances is the
+ * launcher's with ct:role=ami-builder): the bucket, the builder's log and markers, CreateImage of
+ * the stopped builder (authorised on the instance, the new image and its snapshot), the AMI
+ * parameter, and removing the previous AMI and its snapshots.
+ */
+function amiBuildCalls(launchedBy: string): Request[] {
+  const own = { 'aws:ResourceTag/LaunchedBy': launchedBy, 'aws:ResourceTag/ManagedBy': 'ct' };
+  const tagged = { 'aws:RequestTag/LaunchedBy': launchedBy, 'aws:RequestTag/ManagedBy': 'ct', 'aws:RequestTag/ct:role': 'ami-builder', 'aws:RequestTag/Name': 'linuxbench-ami-builder-b0' };
+  return [
+    { action: 's3:ListBucket', resource: arn.bucket(BUCKET) },
+    { action: 's3:PutObject', resource: arn.object(BUCKET, 'ami-builds/b0/package-lock.json') },
+    { action: 's3:GetObject', resource: arn.object(BUCKET, 'ami-builds/b0/build.log') },
+    { action: 's3:GetObject', resource: arn.object(BUCKET, 'ami-builds/b0/done') },
+    { action: 'ec2:RunInstances', resource: arn.ec2('instance', '*'), context: tagged },
+    { action: 'ec2:DescribeImages', resource: '*' },
+    { action: 'ec2:CreateImage', resource: arn.ec2('instance', 'i-0builder'), context: own },
+    { action: 'ec2:CreateImage', resource: `arn:aws:ec2:${REGION}::image/*`, context: { 'aws:RequestTag/ManagedBy': 'ct', 'aws:RequestTag/LaunchedBy': launchedBy } },
+    { action: 'ec2:CreateImage', resource: `arn:aws:ec2:${REGION}::snapshot/*` },
+    { action: 'ec2:CreateTags', resource: `arn:aws:ec2:${REGION}::image/ami-0new`, context: { 'ec2:CreateAction': 'CreateImage' } },
+    { action: 'ssm:GetParameter', resource: arn.parameter('/linuxbench/worker-ami-id') },
+    { action: 'ssm:PutParameter', resource: arn.parameter('/linuxbench/worker-ami-id') },
+    { action: 'ec2:DeregisterImage', resource: `arn:aws:ec2:${REGION}::image/ami-0old`, context: { 'aws:ResourceTag/ManagedBy': 'ct' } },
+    { action: 'ec2:DeleteSnapshot', resource: `arn:aws:ec2:${REGION}::snapshot/snap-0old` },
+    { action: 'ec2:TerminateInstances', resource: arn.ec2('instance', 'i-0builder'), context: own },
+  ];
+}
+
 /** Calls the scoped policy must refuse, each with why. */
 const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: "terminate another user's instance", action: 'ec2:TerminateInstances', resource: arn.ec2('instance', 'i-bob'), context: { 'aws:ResourceTag/LaunchedBy': 'bob', 'aws:ResourceTag/ManagedBy': 'ct' } },
@@ -178,6 +208,11 @@ const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: "retag another user's instance to take it over", action: 'ec2:CreateTags', resource: arn.ec2('instance', 'i-bob'), context: { 'aws:ResourceTag/LaunchedBy': 'bob', 'aws:RequestTag/LaunchedBy': 'alice' } },
   { why: 'retag own instance after launch', action: 'ec2:CreateTags', resource: arn.ec2('instance', 'i-own'), context: { 'aws:ResourceTag/LaunchedBy': 'alice' } },
   { why: 'tag an instance claiming a launch that is not one', action: 'ec2:CreateTags', resource: arn.ec2('instance', 'i-bob'), context: { 'ec2:CreateAction': 'CreateImage' } },
+  { why: 'image an instance of another user', action: 'ec2:CreateImage', resource: arn.ec2('instance', 'i-bob'), context: { 'aws:ResourceTag/LaunchedBy': 'bob', 'aws:ResourceTag/ManagedBy': 'ct' } },
+  { why: 'create an image not tagged ManagedBy=ct', action: 'ec2:CreateImage', resource: `arn:aws:ec2:${REGION}::image/*` },
+  { why: 'deregister an image ct did not make', action: 'ec2:DeregisterImage', resource: `arn:aws:ec2:${REGION}::image/ami-prod`, context: { 'aws:ResourceTag/ManagedBy': 'packer' } },
+  { why: 'retag an existing image', action: 'ec2:CreateTags', resource: `arn:aws:ec2:${REGION}::image/ami-prod`, context: { 'aws:RequestTag/ManagedBy': 'ct' } },
+  { why: 'the worker role images an instance', as: WORKER, action: 'ec2:CreateImage', resource: arn.ec2('instance', 'i-0own') },
   { why: 'delete tags', action: 'ec2:DeleteTags', resource: arn.ec2('instance', 'i-bob') },
   { why: 'delete a security group ct does not manage', action: 'ec2:DeleteSecurityGroup', resource: arn.ec2('security-group', 'sg-prod') },
   { why: 'open a security group ct does not manage', action: 'ec2:AuthorizeSecurityGroupIngress', resource: arn.ec2('security-group', 'sg-prod'), context: { 'aws:ResourceTag/ManagedBy': 'prod' } },
@@ -296,6 +331,10 @@ describe('fleet IAM policy', () => {
 
     test(`the fleet launcher's EC2 calls are allowed for the ${who.label}`, async () => {
       for (const r of launcherCalls('alice')) assert.equal(await decision(POLICY, who, r), 'Allowed', `${r.action} on ${r.resource}`);
+    });
+
+    test(`the AMI build's calls are allowed for the ${who.label}`, async () => {
+      for (const r of amiBuildCalls('alice')) assert.equal(await decision(POLICY, who, r), 'Allowed', `${r.action} on ${r.resource}`);
     });
   }
 

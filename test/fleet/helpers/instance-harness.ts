@@ -7,15 +7,15 @@
  *   instance role's credentials — the only credentials the script gets — and a spot
  *   interruption notice the test switches on);
  * - PATH shims: `shutdown` (`now` tells the harness, which terminates the instance in moto when its
- *   shutdown behaviour is `terminate`; `+M` is recorded), and package installers (apt-get, apt,
- *   snap: recorded, no-ops);
+ *   shutdown behaviour is `terminate` and stops it when `stop`; `+M` is recorded), and package
+ *   installers (apt-get, apt, snap: recorded, no-ops), after the test's own (`pathPrefix`);
  * - AWS_ENDPOINT_URL pointing at moto and no AWS_* key in its environment.
  *
  * An instance terminated in moto by anyone (the controller, the harness) has its process group
  * killed. A worker AMI is emulated by placing the prepared dependency tree the user-data looks
  * for under the instance's root (`ami: true` for the image ids given).
  */
-import { DescribeInstanceAttributeCommand, DescribeInstancesCommand, EC2Client, TerminateInstancesCommand } from '@aws-sdk/client-ec2';
+import { DescribeInstanceAttributeCommand, DescribeInstancesCommand, EC2Client, StopInstancesCommand, TerminateInstancesCommand } from '@aws-sdk/client-ec2';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -43,6 +43,8 @@ export interface HarnessOptions {
   beforeBoot?: (instanceId: string) => Promise<void>;
   /** How often moto is polled (ms). */
   pollMs?: number;
+  /** Directories put first on every instance's PATH (stand-ins for what needs the internet). */
+  pathPrefix?: string[];
 }
 
 export interface EmulatedInstance {
@@ -173,7 +175,7 @@ export class InstanceHarness {
     const port = (inst.server.address() as AddressInfo).port;
     // Only what cloud-init would give, plus the harness's endpoints: no AWS_* key, no profile.
     inst.env = {
-      PATH: stock ? `${bin}:${sys}` : `${bin}:${process.env.PATH}`,
+      PATH: [...(this.o.pathPrefix ?? []), bin, stock ? sys : process.env.PATH].join(':'),
       ...(stock ? { CT_NODE_SETUP_URL: `http://127.0.0.1:${port}/harness/nodesource-setup` } : {}),
       LANG: 'C.UTF-8',
       CT_BOOT_ROOT: root,
@@ -235,11 +237,17 @@ export class InstanceHarness {
     return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
   }
 
-  /** `shutdown -h now` inside the instance: terminated in moto (shutdown behaviour terminate), process group ended. */
+  /** `shutdown -h now` inside the instance: terminated (or stopped) in moto as its shutdown behaviour says, process group ended. */
   private async shutdown(inst: EmulatedInstance): Promise<void> {
     try {
       const a = await this.ec2.send(new DescribeInstanceAttributeCommand({ InstanceId: inst.id, Attribute: 'instanceInitiatedShutdownBehavior' }));
-      if (a.InstanceInitiatedShutdownBehavior?.Value !== 'terminate') this.errors.push(`${inst.id}: shutdown behaviour is ${a.InstanceInitiatedShutdownBehavior?.Value}, not terminate`);
+      const behaviour = a.InstanceInitiatedShutdownBehavior?.Value;
+      // moto would "stop" an instance already terminated (AWS cannot): leave an ended one alone.
+      const state = (await this.ec2.send(new DescribeInstancesCommand({ InstanceIds: [inst.id] }))).Reservations?.[0]?.Instances?.[0]?.State?.Name;
+      if (state === 'terminated' || state === 'shutting-down') {
+        // already ended by its launcher
+      } else if (behaviour === 'stop') await this.ec2.send(new StopInstancesCommand({ InstanceIds: [inst.id] }));
+      else if (behaviour !== 'terminate') this.errors.push(`${inst.id}: shutdown behaviour is ${behaviour}, neither terminate nor stop`);
       else await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [inst.id] }));
     } catch (e) {
       this.errors.push(`shutdown of ${inst.id}: ${(e as Error).message}`);
