@@ -3,7 +3,7 @@
  *
  *   local:N    N `ct fleet worker` processes on this machine (they share its Docker)
  *   external   nothing: the controller prints the command to start workers elsewhere
- *   ec2        EC2 instances that bootstrap a worker (not available yet: refused with exit 2)
+ *   ec2        EC2 instances that bootstrap a worker (ec2-launcher.ts)
  *
  * Each implements `WorkerLauncher` (fleet/types.ts); `names` and `workerCommand` add what the
  * controller's messages and events show.
