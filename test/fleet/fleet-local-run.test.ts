@@ -91,7 +91,7 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     const cases: Array<[string[], RegExp]> = [
       [['--ec2', '--ec2-instance-type', 'c7i.nonesuch'], /unknown instance type c7i\.nonesuch/],
       [['--ec2', '--spot', '--on-demand'], /--spot and --on-demand exclude each other/],
-      [['--on-demand'], /--spot, --on-demand and --concurrency apply to EC2 workers/],
+      [['--on-demand'], /--spot, --on-demand, --concurrency and --price apply to EC2 workers/],
       [['--workers', 'local:0'], /--workers local:0: expected local:N/],
       [['--workers', 'remote'], /expected local:N .*external, or ec2/],
       [['--extra-src', join(dirs.work, 'nope')], /--extra-src .*nope: no such folder/],
