@@ -48,6 +48,32 @@ async function findGroup(ec2: EC2Client, name: string, vpcId: string): Promise<S
   return r.SecurityGroups?.[0];
 }
 
+/**
+ * The group `name` in the subnet's VPC (default VPC without one), created (tagged Name and
+ * ManagedBy, no inbound rule) when missing; a group another ct process created meanwhile is used.
+ */
+async function findOrCreateGroup(ec2: EC2Client, name: string, subnetId: string | undefined, description: string): Promise<SecurityGroup> {
+  const vpcId = await resolveVpc(ec2, subnetId);
+  const existing = await findGroup(ec2, name, vpcId);
+  if (existing?.GroupId) return existing;
+  try {
+    await ec2.send(
+      new CreateSecurityGroupCommand({
+        GroupName: name,
+        Description: description,
+        VpcId: vpcId,
+        TagSpecifications: [{ ResourceType: 'security-group', Tags: toTags({ [TAGS.name]: name, [TAGS.managedBy]: MANAGED_BY }) }],
+      }),
+    );
+  } catch (e) {
+    // Another ct process created it first.
+    if (awsErrorName(e) !== 'InvalidGroup.Duplicate') throw cloudError(e, `creating security group ${name}`);
+  }
+  const group = await findGroup(ec2, name, vpcId);
+  if (!group?.GroupId) throw new ConfigError(`security group ${name} could not be created in ${vpcId}`);
+  return group;
+}
+
 function allowsSsh(group: SecurityGroup, cidr: string): boolean {
   return (group.IpPermissions ?? []).some(
     (p) =>
@@ -62,25 +88,7 @@ function allowsSsh(group: SecurityGroup, cidr: string): boolean {
  * shared by everyone in the account who runs ct in this VPC.
  */
 export async function ensureSshSecurityGroup(ec2: EC2Client, o: SshSecurityGroupOptions): Promise<string> {
-  const vpcId = await resolveVpc(ec2, o.subnetId);
-  let group = await findGroup(ec2, o.name, vpcId);
-  if (!group) {
-    try {
-      await ec2.send(
-        new CreateSecurityGroupCommand({
-          GroupName: o.name,
-          Description: 'SSH to ct EC2 sandboxes from the callers own address',
-          VpcId: vpcId,
-          TagSpecifications: [{ ResourceType: 'security-group', Tags: toTags({ [TAGS.name]: o.name, [TAGS.managedBy]: MANAGED_BY }) }],
-        }),
-      );
-    } catch (e) {
-      // Another ct process created it first.
-      if (awsErrorName(e) !== 'InvalidGroup.Duplicate') throw cloudError(e, `creating security group ${o.name}`);
-    }
-    group = await findGroup(ec2, o.name, vpcId);
-    if (!group?.GroupId) throw new ConfigError(`security group ${o.name} could not be created in ${vpcId}`);
-  }
+  const group = await findOrCreateGroup(ec2, o.name, o.subnetId, 'SSH to ct EC2 sandboxes from the callers own address');
   if (!allowsSsh(group, o.cidr)) {
     const range = { Description: `ct SSH for ${o.launchedBy}`.replace(/[^A-Za-z0-9 ._\-:/()#,@[\]+=&;{}!$*]/g, '') };
     try {
@@ -109,23 +117,5 @@ export async function ensureSshSecurityGroup(ec2: EC2Client, o: SshSecurityGroup
  * created when missing. An existing group of that name is used as it is.
  */
 export async function ensureEgressOnlySecurityGroup(ec2: EC2Client, o: { name: string; subnetId?: string }): Promise<string> {
-  const vpcId = await resolveVpc(ec2, o.subnetId);
-  let group = await findGroup(ec2, o.name, vpcId);
-  if (!group) {
-    try {
-      await ec2.send(
-        new CreateSecurityGroupCommand({
-          GroupName: o.name,
-          Description: 'ct fleet workers: outbound only, no inbound rule',
-          VpcId: vpcId,
-          TagSpecifications: [{ ResourceType: 'security-group', Tags: toTags({ [TAGS.name]: o.name, [TAGS.managedBy]: MANAGED_BY }) }],
-        }),
-      );
-    } catch (e) {
-      if (awsErrorName(e) !== 'InvalidGroup.Duplicate') throw cloudError(e, `creating security group ${o.name}`);
-    }
-    group = await findGroup(ec2, o.name, vpcId);
-    if (!group?.GroupId) throw new ConfigError(`security group ${o.name} could not be created in ${vpcId}`);
-  }
-  return group.GroupId!;
+  return (await findOrCreateGroup(ec2, o.name, o.subnetId, 'ct fleet workers: outbound only, no inbound rule')).GroupId!;
 }
