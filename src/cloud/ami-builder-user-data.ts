@@ -20,6 +20,7 @@
  * (CT_BOOT_ROOT, CT_IMDS_ENDPOINT, AWS_ENDPOINT_URL, CT_NODE_SETUP_URL).
  */
 import { ConfigError } from '../errors.js';
+import { bootstrapShellFunctions } from './bootstrap-shell.js';
 import { USER_DATA_MAX_BYTES } from '../fleet/user-data.js';
 
 export interface AmiBuilderUserDataOptions {
@@ -102,24 +103,7 @@ step() {
   upload_log
 }
 
-install_base() {
-  local missing=()
-  command -v curl >/dev/null || missing+=(curl ca-certificates)
-  command -v git >/dev/null || missing+=(git)
-  command -v aws >/dev/null || missing+=(awscli)
-  if ! command -v docker >/dev/null; then missing+=(docker.io docker-compose-v2 docker-buildx); fi
-  if [ \${#missing[@]} -eq 0 ]; then echo "base tools present"; return 0; fi
-  apt-get update -q && apt-get install -y -q "\${missing[@]}"
-}
-
-install_node() {
-  if command -v node >/dev/null && [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
-    echo "node $(node --version) present"
-    return 0
-  fi
-  curl -fsSL "$NODE_SETUP_URL" | bash - && apt-get install -y -q nodejs
-}
-
+${bootstrapShellFunctions({ extraDocker: ['docker-buildx'] })}
 npm_cache() {
   local src="$WORK/deps" lock
   rm -rf "$src" && mkdir -p "$src" &&
@@ -131,14 +115,6 @@ npm_cache() {
   # Only the current lock's tree is kept: older ones would grow every AMI.
   rm -rf "$AMI_DIR/node_modules" && mkdir -p "$AMI_DIR/node_modules/$lock" && mv "$src/node_modules" "$AMI_DIR/node_modules/$lock/node_modules"
   echo "dependencies of lock $lock prepared"
-}
-
-docker_login() {
-  local name pat
-  name=$(aws ssm get-parameter --name "$DOCKER_NAME_PARAM" --query Parameter.Value --output text 2>/dev/null) || name=
-  pat=$(aws ssm get-parameter --name "$DOCKER_PAT_PARAM" --with-decryption --query Parameter.Value --output text 2>/dev/null) || pat=
-  if [ -z "$name" ] || [ -z "$pat" ]; then echo "no registry login in SSM: public images only"; return 0; fi
-  printf '%s' "$pat" | docker login --username "$name" --password-stdin
 }
 
 # The registry's digest of an image without pulling it (empty when it cannot be read).

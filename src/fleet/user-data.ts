@@ -21,6 +21,7 @@
  * /opt, /var/log and /root), CT_IMDS_ENDPOINT (instance metadata, default 169.254.169.254),
  * AWS_ENDPOINT_URL (the AWS CLI and SDK honour it), CT_NODE_SETUP_URL (NodeSource's setup script).
  */
+import { bootstrapShellFunctions } from '../cloud/bootstrap-shell.js';
 import { ConfigError } from '../errors.js';
 
 /** AWS's limit on user-data, before base64 (RunInstances refuses more; moto does not check). */
@@ -115,24 +116,7 @@ log "instance $INSTANCE_ID"
 shutdown -h "+$DEADMAN_MINUTES" >>"$LOG" 2>&1 || log "dead-man switch not armed"
 log "dead-man switch: shutdown in $DEADMAN_MINUTES min"
 
-install_base() {
-  local missing=()
-  command -v curl >/dev/null || missing+=(curl ca-certificates)
-  command -v git >/dev/null || missing+=(git)
-  command -v aws >/dev/null || missing+=(awscli)
-  if ! command -v docker >/dev/null; then missing+=(docker.io docker-compose-v2); fi
-  if [ \${#missing[@]} -eq 0 ]; then echo "base tools present (AMI)"; return 0; fi
-  apt-get update -q && apt-get install -y -q "\${missing[@]}"
-}
-
-install_node() {
-  if command -v node >/dev/null && [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
-    echo "node $(node --version) present (AMI)"
-    return 0
-  fi
-  curl -fsSL "$NODE_SETUP_URL" | bash - && apt-get install -y -q nodejs
-}
-
+${bootstrapShellFunctions()}
 fetch_code() {
   rm -rf "$CT_DIR" && mkdir -p "$CT_DIR" &&
     aws s3 cp "s3://$BUCKET/$ARTIFACT_KEY" "$ROOT/opt/ct-code.tar.gz" --only-show-errors &&
@@ -156,17 +140,6 @@ build_code() {
   local project=.
   [ -f "$CT_DIR/tsconfig.build.json" ] && project=tsconfig.build.json
   (cd "$CT_DIR" && ./node_modules/.bin/tsc -p "$project")
-}
-
-docker_login() {
-  local name pat
-  name=$(aws ssm get-parameter --name "$DOCKER_NAME_PARAM" --query Parameter.Value --output text 2>/dev/null) || name=
-  pat=$(aws ssm get-parameter --name "$DOCKER_PAT_PARAM" --with-decryption --query Parameter.Value --output text 2>/dev/null) || pat=
-  if [ -z "$name" ] || [ -z "$pat" ]; then
-    echo "no registry login in SSM ($DOCKER_NAME_PARAM, $DOCKER_PAT_PARAM): skipped"
-    return 0
-  fi
-  printf '%s' "$pat" | docker login --username "$name" --password-stdin
 }
 
 step install-base install_base

@@ -1,0 +1,43 @@
+/**
+ * Bash functions both instance bootstraps use (the fleet worker's user-data, fleet/user-data.ts,
+ * and the AMI builder's, cloud/ami-builder-user-data.ts), as text to put in their scripts. They
+ * expect `$NODE_SETUP_URL`, `$DOCKER_NAME_PARAM` and `$DOCKER_PAT_PARAM` to be set, and write
+ * their progress on stdout (the caller's `step` sends it to the log).
+ *
+ *   install_base   curl, git, the AWS CLI and Docker + Compose (plus `extraDocker` packages), only
+ *                  those missing (an AMI has them all; stock Ubuntu 22.04 gets them from apt)
+ *   install_node   Node 20 or later, from NodeSource when missing
+ *   docker_login   the registry login stored in SSM, skipped when it is not there
+ */
+export function bootstrapShellFunctions(o: { extraDocker?: string[] } = {}): string {
+  const docker = ['docker.io', 'docker-compose-v2', ...(o.extraDocker ?? [])].join(' ');
+  return `install_base() {
+  local missing=()
+  command -v curl >/dev/null || missing+=(curl ca-certificates)
+  command -v git >/dev/null || missing+=(git)
+  command -v aws >/dev/null || missing+=(awscli)
+  if ! command -v docker >/dev/null; then missing+=(${docker}); fi
+  if [ \${#missing[@]} -eq 0 ]; then echo "base tools present"; return 0; fi
+  apt-get update -q && apt-get install -y -q "\${missing[@]}"
+}
+
+install_node() {
+  if command -v node >/dev/null && [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ]; then
+    echo "node $(node --version) present"
+    return 0
+  fi
+  curl -fsSL "$NODE_SETUP_URL" | bash - && apt-get install -y -q nodejs
+}
+
+docker_login() {
+  local name pat
+  name=$(aws ssm get-parameter --name "$DOCKER_NAME_PARAM" --query Parameter.Value --output text 2>/dev/null) || name=
+  pat=$(aws ssm get-parameter --name "$DOCKER_PAT_PARAM" --with-decryption --query Parameter.Value --output text 2>/dev/null) || pat=
+  if [ -z "$name" ] || [ -z "$pat" ]; then
+    echo "no registry login in SSM ($DOCKER_NAME_PARAM, $DOCKER_PAT_PARAM): public images only"
+    return 0
+  fi
+  printf '%s' "$pat" | docker login --username "$name" --password-stdin
+}
+`;
+}
