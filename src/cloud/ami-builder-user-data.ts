@@ -20,7 +20,7 @@
  * (CT_BOOT_ROOT, CT_IMDS_ENDPOINT, AWS_ENDPOINT_URL, CT_NODE_SETUP_URL).
  */
 import { ConfigError } from '../errors.js';
-import { bootstrapShellFunctions } from './bootstrap-shell.js';
+import { bootstrapShellFunctions, stepShellFunctions } from './bootstrap-shell.js';
 import { USER_DATA_MAX_BYTES } from '../fleet/user-data.js';
 
 export interface AmiBuilderUserDataOptions {
@@ -71,8 +71,7 @@ LOG="$ROOT/var/log/ct-ami-build.log"
 DIGESTS="$WORK/digests.txt"
 mkdir -p "$HOME" "$AMI_DIR" "$WORK" "$ROOT/var/log"
 
-log() { printf '%s %s\\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG"; }
-
+${stepShellFunctions({ what: 'build', onFailure: 'finish failed "build failed at step $name"', uploadEachStep: true })}
 upload_log() {
   command -v aws >/dev/null || return 0
   aws s3 cp "$LOG" "s3://$BUCKET/\${PREFIX}build.log" --sse AES256 --only-show-errors >/dev/null 2>&1 || log "could not upload this log"
@@ -87,21 +86,6 @@ finish() {
   exit 0
 }
 
-step() {
-  local name=$1 start rc
-  shift
-  start=$(date +%s)
-  log "step $name: start"
-  "$@" >>"$LOG" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ]; then
-    log "step $name: FAILED (exit $rc) after $(( $(date +%s) - start ))s"
-    log "build failed at step $name"
-    finish failed "build failed at step $name"
-  fi
-  log "step $name: ok in $(( $(date +%s) - start ))s"
-  upload_log
-}
 
 ${bootstrapShellFunctions({ extraDocker: ['docker-buildx'] })}
 npm_cache() {

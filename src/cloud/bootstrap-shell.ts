@@ -41,3 +41,30 @@ docker_login() {
 }
 `;
 }
+
+/**
+ * `log MESSAGE` (a timestamped line in `$LOG`) and `step NAME COMMAND...`: runs the command with
+ * its output in the log and its time logged; a failure logs `<what> failed at step NAME` and runs
+ * `onFailure` (which ends the script: the caller's `finish`). `uploadEachStep` uploads the log
+ * after every step that succeeded (`upload_log`), so a watcher sees progress.
+ */
+export function stepShellFunctions(o: { what: string; onFailure: string; uploadEachStep?: boolean }): string {
+  return `log() { printf '%s %s\\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG"; }
+
+# step NAME COMMAND...: runs it with its output in the log; a failure ends the script.
+step() {
+  local name=$1 start rc
+  shift
+  start=$(date +%s)
+  log "step $name: start"
+  "$@" >>"$LOG" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    log "step $name: FAILED (exit $rc) after $(( $(date +%s) - start ))s"
+    log "${o.what} failed at step $name"
+    ${o.onFailure}
+  fi
+  log "step $name: ok in $(( $(date +%s) - start ))s"${o.uploadEachStep ? '\n  upload_log' : ''}
+}
+`;
+}

@@ -21,7 +21,7 @@
  * /opt, /var/log and /root), CT_IMDS_ENDPOINT (instance metadata, default 169.254.169.254),
  * AWS_ENDPOINT_URL (the AWS CLI and SDK honour it), CT_NODE_SETUP_URL (NodeSource's setup script).
  */
-import { bootstrapShellFunctions } from '../cloud/bootstrap-shell.js';
+import { bootstrapShellFunctions, stepShellFunctions } from '../cloud/bootstrap-shell.js';
 import { ConfigError } from '../errors.js';
 
 /** AWS's limit on user-data, before base64 (RunInstances refuses more; moto does not check). */
@@ -72,8 +72,7 @@ LOG="$ROOT/var/log/ct-bootstrap.log"
 mkdir -p "$HOME" "$ROOT/opt" "$ROOT/var/log"
 INSTANCE_ID=unknown
 
-log() { printf '%s %s\\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >>"$LOG"; }
-
+${stepShellFunctions({ what: 'bootstrap', onFailure: 'finish "bootstrap failed" 1' })}
 imds() {
   local token
   token=$(curl -sf -m 5 -X PUT "$IMDS/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 1
@@ -93,21 +92,6 @@ finish() {
   exit "$2"
 }
 
-# step NAME COMMAND...: runs it with its output in the log; a failure ends the bootstrap.
-step() {
-  local name=$1 start rc
-  shift
-  start=$(date +%s)
-  log "step $name: start"
-  "$@" >>"$LOG" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ]; then
-    log "step $name: FAILED (exit $rc) after $(( $(date +%s) - start ))s"
-    log "bootstrap failed at step $name"
-    finish "bootstrap failed" 1
-  fi
-  log "step $name: ok in $(( $(date +%s) - start ))s"
-}
 
 log "bootstrap of a worker for fleet $FLEET_ID in $REGION"
 INSTANCE_ID=$(imds instance-id) || INSTANCE_ID="unknown-$(hostname)"
