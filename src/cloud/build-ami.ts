@@ -36,6 +36,8 @@ import { terminateOnExit } from './terminate-on-exit.js';
 export const DIGEST_TAG_PREFIX = 'ct:image:';
 /** EC2 allows 50 tags per resource; the others (Name, ManagedBy, ...) take a few. */
 const MAX_DIGEST_TAGS = 44;
+/** How long a failed builder is given to power itself off before it is terminated. */
+const POWER_OFF_GRACE_MS = 30_000;
 /** Lines of a failed build's log shown to the user. */
 const LOG_TAIL_LINES = 25;
 
@@ -153,6 +155,9 @@ export async function buildAmi(o: BuildAmiOptions): Promise<BuildAmiResult> {
     const buildStart = Date.now();
     const outcome = await waitForBuilder(o, builderId, prefix);
     if (outcome !== 'done') {
+      // A failed builder powers itself off right after its marker: let it (briefly), so the
+      // terminate below follows its power-off instead of racing it.
+      if (outcome === 'failed') await waitForPowerOff(o, builderId, POWER_OFF_GRACE_MS);
       const tail = await logTail(o.s3, o.bucket, `${prefix}build.log`);
       throw new CloudError(`the AMI build failed (${outcome}); the builder's log s3://${o.bucket}/${prefix}build.log ends:\n${tail}`, false);
     }
@@ -260,6 +265,16 @@ async function waitForBuilder(o: BuildAmiOptions, builderId: string, prefix: str
     const state = (await describeInstance(o.ec2, builderId))?.State?.Name;
     if (state === 'terminated' || state === 'shutting-down') return 'the builder was terminated';
     if (Date.now() > deadline) return `no result after ${o.timeoutSeconds}s (fleet.ami_build_timeout)`;
+    await sleep(o.pollSeconds * 1000);
+  }
+}
+
+/** Waits until the builder is stopped or going away, at most `limitMs`; never throws. */
+async function waitForPowerOff(o: BuildAmiOptions, builderId: string, limitMs: number): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (Date.now() < deadline) {
+    const state = (await describeInstance(o.ec2, builderId).catch(() => undefined))?.State?.Name;
+    if (state === undefined || state === 'stopped' || state === 'terminated' || state === 'shutting-down') return;
     await sleep(o.pollSeconds * 1000);
   }
 }
