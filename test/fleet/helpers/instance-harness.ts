@@ -11,14 +11,16 @@
  *   installers (apt-get, apt, snap: recorded, no-ops), after the test's own (`pathPrefix`);
  * - AWS_ENDPOINT_URL pointing at moto and no AWS_* key in its environment.
  *
- * An instance terminated in moto by anyone (the controller, the harness) has its process group
- * killed. A worker AMI is emulated by placing the prepared dependency tree the user-data looks
+ * An instance terminated in moto by anyone (the controller, the harness, the test) ends as a real
+ * one does: its processes get SIGTERM, 5 s later SIGKILL, and then whatever containers it left on
+ * the (shared) Docker Engine go with the machine: the compose projects of the ct runs recorded in
+ * the instance's own state directory are removed. A worker AMI is emulated by placing the prepared dependency tree the user-data looks
  * for under the instance's root (`ami: true` for the image ids given).
  */
 import { DescribeInstanceAttributeCommand, DescribeInstancesCommand, EC2Client, StopInstancesCommand, TerminateInstancesCommand } from '@aws-sdk/client-ec2';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, type Dirent } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -31,6 +33,8 @@ export interface HarnessOptions {
   region?: string;
   /** Extra environment for every instance's script (scaled-down CT_* timeouts). */
   env?: Record<string, string>;
+  /** The AWS endpoint the instances' scripts use (default motoUrl; a fault proxy in front of it). */
+  instanceAwsUrl?: string;
   /** Image ids that stand for a worker AMI: the prepared node_modules is in place. */
   workerAmis?: string[];
   /**
@@ -110,6 +114,10 @@ export class InstanceHarness {
   private readonly lockHash = createHash('sha256').update(readFileSync(join(REPO_ROOT, 'package-lock.json'))).digest('hex');
   /** Errors in the harness itself (reported by the test). */
   readonly errors: string[] = [];
+  /** Ends of instances under way (group killed, containers removed). */
+  private readonly ending = new Map<string, Promise<void>>();
+  /** Containers removed with instances that ended while running them (the machine went away). */
+  readonly containersGone: string[] = [];
 
   constructor(private readonly o: HarnessOptions) {
     this.ec2 = new EC2Client({
@@ -134,7 +142,7 @@ export class InstanceHarness {
           const state = i.State?.Name;
           const known = this.instances.get(id);
           if (!known && state === 'running') await this.boot(id, i.ImageId!, i.IamInstanceProfile?.Arn);
-          else if (known && (state === 'terminated' || state === 'shutting-down')) this.kill(known);
+          else if (known && (state === 'terminated' || state === 'shutting-down')) void this.kill(known);
         }
       }
     } catch (e) {
@@ -180,7 +188,7 @@ export class InstanceHarness {
       LANG: 'C.UTF-8',
       CT_BOOT_ROOT: root,
       CT_IMDS_ENDPOINT: `http://127.0.0.1:${port}`,
-      AWS_ENDPOINT_URL: this.o.motoUrl,
+      AWS_ENDPOINT_URL: this.o.instanceAwsUrl ?? this.o.motoUrl,
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}),
       ...this.o.env,
@@ -253,7 +261,7 @@ export class InstanceHarness {
       this.errors.push(`shutdown of ${inst.id}: ${(e as Error).message}`);
     }
     // The script exits right after `shutdown -h now`; what is left of its group goes.
-    setTimeout(() => this.kill(inst), 1000);
+    setTimeout(() => void this.kill(inst), 1000);
   }
 
   /** Switches on the spot interruption notice of an instance, `seconds` ahead. */
@@ -262,14 +270,64 @@ export class InstanceHarness {
     inst.spotAction = { action: 'terminate', time: new Date(Date.now() + seconds * 1000).toISOString().replace(/\.\d+Z$/, 'Z') };
   }
 
-  private kill(inst: EmulatedInstance): void {
-    if (!inst.process || inst.process.exitCode !== null || inst.process.signalCode !== null) {
+  /**
+   * The instance goes away: SIGTERM to its processes, SIGKILL 5 s later (at once when `abrupt`:
+   * a hardware failure or a reclaim with no time to shut down), then its containers.
+   */
+  private kill(inst: EmulatedInstance, abrupt = false): Promise<void> {
+    const under = this.ending.get(inst.id);
+    if (under) return under;
+    const end = (async () => {
       inst.server?.close();
-      return groupKill(inst.process?.pid, 'SIGKILL');
+      const pid = inst.process?.pid;
+      if (pid && groupAlive(pid)) {
+        if (!abrupt) groupKill(pid, 'SIGTERM');
+        for (let i = 0; i < 50 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+        groupKill(pid, 'SIGKILL');
+        for (let i = 0; i < 20 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+      }
+      this.removeContainersOf(inst);
+    })();
+    this.ending.set(inst.id, end);
+    return end;
+  }
+
+  /**
+   * Compose projects (containers and networks) of the ct runs the instance's state directory
+   * still records: a worker that ended normally removed both its sandboxes and its record.
+   */
+  private removeContainersOf(inst: EmulatedInstance): void {
+    const runIds = findRunRecords(join(inst.root, 'root')).map((f) => f.replace(/\.json$/, ''));
+    if (!runIds.length) return;
+    const owned = (project: string) => runIds.some((r) => project.startsWith(`ct-${r}-`));
+    try {
+      const label = '{{.ID}} {{.Label "com.docker.compose.project"}}';
+      const containers = execFileSync('docker', ['ps', '-a', '--filter', 'label=com.docker.compose.project', '--format', label], { encoding: 'utf8' })
+        .split('\n')
+        .map((l) => l.split(' '))
+        .filter(([id, project]) => id && project && owned(project));
+      if (containers.length) {
+        execFileSync('docker', ['rm', '-f', '-v', ...containers.map(([id]) => id!)], { stdio: 'ignore' });
+        this.containersGone.push(...containers.map(([, project]) => `${inst.id}:${project}`));
+      }
+      const networks = execFileSync('docker', ['network', 'ls', '--filter', 'label=com.docker.compose.project', '--format', label], { encoding: 'utf8' })
+        .split('\n')
+        .map((l) => l.split(' '))
+        .filter(([id, project]) => id && project && owned(project));
+      if (networks.length) execFileSync('docker', ['network', 'rm', ...networks.map(([id]) => id!)], { stdio: 'ignore' });
+    } catch (e) {
+      this.errors.push(`removing the containers of ${inst.id}: ${(e as Error).message}`);
     }
-    groupKill(inst.process.pid, 'SIGTERM');
-    setTimeout(() => groupKill(inst.process.pid, 'SIGKILL'), 5000).unref();
-    inst.server?.close();
+  }
+
+  /**
+   * Terminates an instance in moto, as the console or a reclaim would; `abrupt`: its processes
+   * are killed at once, with no time to hand anything back.
+   */
+  async terminate(id: string, o: { abrupt?: boolean } = {}): Promise<void> {
+    const ending = this.kill(this.instances.get(id)!, o.abrupt);
+    await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
+    await ending;
   }
 
   /** Process groups of instances that still have a process. */
@@ -290,8 +348,7 @@ export class InstanceHarness {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     while (this.polling) await new Promise((r) => setTimeout(r, 50));
-    for (const inst of this.instances.values()) this.kill(inst);
-    for (let i = 0; i < 50 && this.liveGroups().length; i++) await new Promise((r) => setTimeout(r, 100));
+    await Promise.all([...this.instances.values()].map((inst) => this.kill(inst)));
     this.ec2.destroy();
   }
 
@@ -307,6 +364,26 @@ function realAws(which: (t: string) => string): string {
   } catch {
     return which('aws');
   }
+}
+
+/** Run records (`runs/<runId>.json`) of ct's state directories under `dir`. */
+function findRunRecords(dir: string): string[] {
+  const found: string[] = [];
+  const walk = (d: string, depth: number) => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (!e.isDirectory() || e.isSymbolicLink()) continue;
+      if (e.name === 'runs') found.push(...readdirSync(join(d, e.name)).filter((n) => /^[a-z0-9]{8}\.json$/.test(n)));
+      else if (depth < 6 && e.name !== 'node_modules' && e.name !== 'ct') walk(join(d, e.name), depth + 1);
+    }
+  };
+  walk(dir, 0);
+  return found;
 }
 
 function readLines(path: string): string[] {
