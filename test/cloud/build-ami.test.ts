@@ -90,7 +90,7 @@ function harnessFor(stock: string): InstanceHarness {
 }
 
 function buildEnv(settings: string): NodeJS.ProcessEnv {
-  return fleetEnv(moto, { settings, state: join(base, 'state') }, { ...EC2_FLEET_ENV, CT_FLEET_AMI_POLL_SECONDS: '0.3', CT_FLEET_AMI_BUILD_TIMEOUT: '60' });
+  return fleetEnv(moto, { settings, state: join(base, 'state') }, { ...EC2_FLEET_ENV, CT_FLEET_AMI_POLL_SECONDS: '0.3', CT_FLEET_AMI_BUILD_TIMEOUT: '240' });
 }
 
 async function builders(ec2: EC2Client) {
