@@ -15,6 +15,7 @@ import { existsSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
+import { processAlive } from '../../src/host/process-alive.js';
 import { finished, onlyLog, startCt, waitForOutput } from '../helpers/cli.js';
 import { ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
@@ -35,23 +36,14 @@ function dockerAnswers(): boolean {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Stops the running dockerd (SIGTERM: it stops its containers) and starts it again the same way. */
 async function restartDockerd(): Promise<{ downSeconds: number }> {
   const pid = Number(execFileSync('pgrep', ['-o', '-x', 'dockerd'], { encoding: 'utf8' }).trim());
   const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
   const down = Date.now();
   process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 600 && alive(pid); i++) await sleep(100);
-  assert.ok(!alive(pid), 'dockerd stopped within 60 s');
+  for (let i = 0; i < 600 && processAlive(pid); i++) await sleep(100);
+  assert.ok(!processAlive(pid), 'dockerd stopped within 60 s');
   const log = openSync('/var/log/dockerd.log', 'a');
   const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', log, log] });
   child.unref();

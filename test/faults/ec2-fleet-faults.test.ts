@@ -11,18 +11,16 @@
  */
 import assert from 'node:assert/strict';
 import { DescribeInstancesCommand, EC2Client, type Instance } from '@aws-sdk/client-ec2';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { finished, onlyLog, runCt, startCt } from '../helpers/cli.js';
-import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
+import { ctProjects, fleetEnv, motoContents, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
-import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { git } from '../settings/helpers/git-fixtures.js';
-import { EC2_FLEET_ENV, seedEc2FleetWorld } from '../fleet/helpers/ec2-fleet-world.js';
+import { EC2_FLEET_ENV, seedEc2FleetWorld, useEc2FleetFixture } from '../fleet/helpers/ec2-fleet-world.js';
 import { InstanceHarness } from '../fleet/helpers/instance-harness.js';
 import { startAwsFaultProxy } from './helpers/aws-fault-proxy.js';
 
@@ -52,34 +50,16 @@ async function count(logDir: string, epochs: number): Promise<{ lost: number; du
 }
 
 describe('faults on a fleet of EC2 workers', () => {
-  let moto: Moto;
-  let dirs: ReturnType<typeof fleetWorkDir>;
-  let images: { ubuntu: string; worker: string };
-  const aws = () => ({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
-
-  before(async () => {
-    moto = await startMoto();
-    dirs = fleetWorkDir('ec2-faults');
-    // Workers elsewhere pull settings by repository and commit: the example setting as a git repo.
-    const demo = join(dirs.settings, 'demo');
-    git(demo, 'init', '-q', '-b', 'main');
-    git(demo, 'add', '-A');
-    git(demo, 'commit', '-q', '-m', 'demo setting');
-    writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n`);
-  });
-  after(async () => {
-    await moto.stop();
-    rmSync(dirs.work, { recursive: true, force: true });
-  });
+  const world = useEc2FleetFixture('ec2-faults');
 
   /** What is left of a fleet: instances not terminated, queues, `ct cloud status` lines naming it, sandboxes. */
   async function leftovers(fleetId: string, harness: InstanceHarness): Promise<void> {
-    const ec2 = new EC2Client(aws());
+    const ec2 = new EC2Client(world.aws());
     const all: Instance[] = ((await ec2.send(new DescribeInstancesCommand({}))).Reservations ?? []).flatMap((x) => x.Instances ?? []);
     ec2.destroy();
     assert.deepEqual(all.filter((i) => i.State?.Name !== 'terminated').map((i) => `${i.InstanceId} ${i.State?.Name}`), [], 'every instance terminated');
-    assert.deepEqual((await motoContents(moto)).queues, [], 'no queue left');
-    const status = await runCt(['cloud', 'status', '--json'], { cwd: dirs.work, env: fleetEnv(moto, dirs) });
+    assert.deepEqual((await motoContents(world.moto)).queues, [], 'no queue left');
+    const status = await runCt(['cloud', 'status', '--json'], { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs) });
     assert.equal(status.code, 0, status.stderr);
     assert.ok(!JSON.parse(status.stdout).fleets.some((f: { fleetId: string }) => f.fleetId === fleetId), `cloud status shows nothing of the fleet:\n${status.stdout}`);
     assert.deepEqual(ctProjects('create-greeting').concat(ctProjects('fix-config')), [], 'no sandbox left');
@@ -88,15 +68,15 @@ describe('faults on a fleet of EC2 workers', () => {
   }
 
   test(`30 jobs on 2 EC2 workers with ${RATE * 100}% of every AWS call faulted: every result exactly once, exit 0, nothing left`, { timeout: 480_000 }, async () => {
-    await moto.reset();
-    images = await seedEc2FleetWorld(moto.url, { workerAmi: true });
-    const proxy = await startAwsFaultProxy({ target: moto.url, rate: RATE, seed: SEED });
-    const harness = new InstanceHarness({ motoUrl: moto.url, instanceAwsUrl: proxy.url, env: WORKER_ENV, workerAmis: [images.worker] });
+    await world.moto.reset();
+    const images = await seedEc2FleetWorld(world.moto.url, { workerAmi: true });
+    const proxy = await startAwsFaultProxy({ target: world.moto.url, rate: RATE, seed: SEED });
+    const harness = new InstanceHarness({ motoUrl: world.moto.url, instanceAwsUrl: proxy.url, env: WORKER_ENV, workerAmis: [images.worker] });
     harness.start();
     const logDir = testLogDir('fleet-ec2-faults');
     const started = Date.now();
     try {
-      const r = await runCt(run(15, logDir), { cwd: dirs.work, env: fleetEnv({ ...moto, url: proxy.url }, dirs, EC2_FLEET_ENV), timeoutMs: 420_000 });
+      const r = await runCt(run(15, logDir), { cwd: world.dirs.work, env: fleetEnv({ ...world.moto, url: proxy.url }, world.dirs, EC2_FLEET_ENV), timeoutMs: 420_000 });
       const wall = (Date.now() - started) / 1000;
       const fleetId = /fleet ([0-9a-f]{16})/.exec(r.stdout + r.stderr)?.[1];
       const bootLogs = [...harness.instances.keys()].map((id) => `--- ${id}\n${harness.localLog(id).slice(-3000)}`).join('\n');
@@ -124,14 +104,14 @@ describe('faults on a fleet of EC2 workers', () => {
   });
 
   test('an instance lost under its worker mid-sample: the job runs again elsewhere, nothing lost or twice, nothing left', { timeout: 420_000 }, async () => {
-    await moto.reset();
-    images = await seedEc2FleetWorld(moto.url, { workerAmi: true });
-    const harness = new InstanceHarness({ motoUrl: moto.url, env: WORKER_ENV, workerAmis: [images.worker] });
+    await world.moto.reset();
+    const images = await seedEc2FleetWorld(world.moto.url, { workerAmi: true });
+    const harness = new InstanceHarness({ motoUrl: world.moto.url, env: WORKER_ENV, workerAmis: [images.worker] });
     harness.start();
     const logDir = testLogDir('fleet-ec2-terminated');
     const started = Date.now();
     try {
-      const child = startCt(run(5, logDir), { cwd: dirs.work, env: fleetEnv(moto, dirs, EC2_FLEET_ENV) });
+      const child = startCt(run(5, logDir), { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs, EC2_FLEET_ENV) });
       const done = finished(child);
       // Once an instance runs a job, it is terminated from outside, as the console would.
       let victim: string | undefined;

@@ -6,61 +6,42 @@
 import assert from 'node:assert/strict';
 import { DescribeInstancesCommand, DescribeSecurityGroupsCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { runCt } from '../helpers/cli.js';
-import { FAKE_AWS, fleetEnv, fleetWorkDir, motoContents } from '../helpers/fleet.js';
+import { fleetEnv, motoContents } from '../helpers/fleet.js';
 import { testLogDir } from '../helpers/log-dirs.js';
-import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { git } from '../settings/helpers/git-fixtures.js';
-import { EC2_FLEET_ENV, seedEc2FleetWorld } from './helpers/ec2-fleet-world.js';
+import { EC2_FLEET_ENV, seedEc2FleetWorld, useEc2FleetFixture } from './helpers/ec2-fleet-world.js';
 import { InstanceHarness } from './helpers/instance-harness.js';
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
 const BUCKET = 'lb-fleet-results-migrated';
 
-let moto: Moto;
-let dirs: ReturnType<typeof fleetWorkDir>;
-const aws = () => ({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
-
-before(async () => {
-  moto = await startMoto();
-  dirs = fleetWorkDir('ec2-boot-fail');
-  const demo = join(dirs.settings, 'demo');
-  git(demo, 'init', '-q', '-b', 'main');
-  git(demo, 'add', '-A');
-  git(demo, 'commit', '-q', '-m', 'demo setting');
-  writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n`);
-});
-after(async () => {
-  await moto.stop();
-  rmSync(dirs.work, { recursive: true, force: true });
-});
+const world = useEc2FleetFixture('ec2-boot-fail');
 
 test('--ec2 --estimate: credentials, instance type and AMI are read; nothing is created', async () => {
-  await seedEc2FleetWorld(moto.url, { workerAmi: false });
+  await seedEc2FleetWorld(world.moto.url, { workerAmi: false });
   const run = ['run', 'eval', '--ec2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '4', '--estimate'];
-  const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-estimate')], { cwd: dirs.work, env: fleetEnv(moto, dirs, EC2_FLEET_ENV) });
+  const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-estimate')], { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs, EC2_FLEET_ENV) });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /workers: 1 \(c7i\.4xlarge EC2 instances \(spot, on-demand fallback; stock Ubuntu ami-\w+\)\), 10 sample\(s\) at once each/);
-  const ec2 = new EC2Client(aws());
+  const ec2 = new EC2Client(world.aws());
   const all = ((await ec2.send(new DescribeInstancesCommand({}))).Reservations ?? []).flatMap((x) => x.Instances ?? []);
   const groups = (await ec2.send(new DescribeSecurityGroupsCommand({ Filters: [{ Name: 'group-name', Values: ['linuxbench-fleet-worker-sg'] }] }))).SecurityGroups ?? [];
   ec2.destroy();
   assert.deepEqual(all, []);
   assert.deepEqual(groups, []);
-  assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
-  await moto.reset();
+  assert.deepEqual(await motoContents(world.moto), { queues: [], buckets: [], objects: [] });
+  await world.moto.reset();
 });
 
 test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, instance shut down, no more launches after 3 failed bootstraps', async () => {
-  const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
-  const s3 = new S3Client({ ...aws(), forcePathStyle: true });
+  const images = await seedEc2FleetWorld(world.moto.url, { workerAmi: false });
+  const s3 = new S3Client({ ...world.aws(), forcePathStyle: true });
   // Before each instance boots, the artifact the controller uploaded goes.
   const harness = new InstanceHarness({
-    motoUrl: moto.url,
+    motoUrl: world.moto.url,
     stockImages: [images.ubuntu],
     beforeBoot: async () => {
       const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'artifacts/' }));
@@ -70,7 +51,7 @@ test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, inst
   harness.start();
   try {
     const run = ['run', 'eval', '--ec2', '--on-demand', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '4', '--max-workers', '2', '--concurrency', '2'];
-    const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-boot'), '--yes'], { cwd: dirs.work, env: fleetEnv(moto, dirs, EC2_FLEET_ENV), timeoutMs: 120_000 });
+    const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-boot'), '--yes'], { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs, EC2_FLEET_ENV), timeoutMs: 120_000 });
     assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
     const fleetId = /fleet ([0-9a-f]{16})/.exec(r.stderr)![1]!;
     assert.match(r.stderr, /launched 2 c7i\.4xlarge on-demand instance\(s\)/);
@@ -80,7 +61,7 @@ test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, inst
     const launched = [...harness.instances.values()];
     // 2 at first, then replacements until 3 failed in a row: 2 + 2 (the launch budget would allow 6).
     assert.equal(launched.length, 4, launched.map((i) => i.id).join(', '));
-    const ec2 = new EC2Client(aws());
+    const ec2 = new EC2Client(world.aws());
     const all = ((await ec2.send(new DescribeInstancesCommand({}))).Reservations ?? []).flatMap((x) => x.Instances ?? []);
     ec2.destroy();
     assert.deepEqual(all.map((i) => i.State?.Name), ['terminated', 'terminated', 'terminated', 'terminated']);

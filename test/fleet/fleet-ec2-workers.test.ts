@@ -6,18 +6,16 @@
 import assert from 'node:assert/strict';
 import { DescribeInstancesCommand, DescribeSecurityGroupsCommand, EC2Client, type Instance } from '@aws-sdk/client-ec2';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { finished, onlyLog, startCt } from '../helpers/cli.js';
-import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
+import { ctProjects, fleetEnv, motoContents, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
-import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { git } from '../settings/helpers/git-fixtures.js';
-import { EC2_FLEET_ENV, seedEc2FleetWorld } from './helpers/ec2-fleet-world.js';
+import { EC2_FLEET_ENV, seedEc2FleetWorld, useEc2FleetFixture } from './helpers/ec2-fleet-world.js';
 import { InstanceHarness } from './helpers/instance-harness.js';
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
@@ -29,33 +27,15 @@ const PLANTED = `sk-ant-planted-${Math.random().toString(36).slice(2)}`;
 const WORKER_ENV = { CT_FLEET_POLL_SECONDS: '1', CT_FLEET_VISIBILITY_TIMEOUT: '6', CT_FLEET_RETRY_DELAY: '0', CT_FLEET_IDLE_POLLS: '3', CT_FLEET_SPOT_POLL_SECONDS: '1' };
 
 describe('ct run eval --ec2 with workers booted from their user-data', () => {
-  let moto: Moto;
-  let dirs: ReturnType<typeof fleetWorkDir>;
-  let images: { ubuntu: string; worker: string };
-  const aws = () => ({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
-
-  before(async () => {
-    moto = await startMoto();
-    dirs = fleetWorkDir('ec2');
-    // Workers elsewhere pull settings by repository and commit: the example setting as a git repo.
-    const demo = join(dirs.settings, 'demo');
-    git(demo, 'init', '-q', '-b', 'main');
-    git(demo, 'add', '-A');
-    git(demo, 'commit', '-q', '-m', 'demo setting');
-    writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n`);
-  });
-  after(async () => {
-    await moto.stop();
-    rmSync(dirs.work, { recursive: true, force: true });
-  });
+  const world = useEc2FleetFixture('ec2');
 
   test('20 jobs on 2 EC2 workers: one merged log, every instance terminated, role credentials only', async () => {
-    images = await seedEc2FleetWorld(moto.url, { workerAmi: true });
-    const harness = new InstanceHarness({ motoUrl: moto.url, env: WORKER_ENV, workerAmis: [images.worker] });
+    const images = await seedEc2FleetWorld(world.moto.url, { workerAmi: true });
+    const harness = new InstanceHarness({ motoUrl: world.moto.url, env: WORKER_ENV, workerAmis: [images.worker] });
     harness.start();
     const logDir = testLogDir('fleet-ec2');
     try {
-      const child = startCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: fleetEnv(moto, dirs, { ...EC2_FLEET_ENV, ANTHROPIC_API_KEY: PLANTED }) });
+      const child = startCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs, { ...EC2_FLEET_ENV, ANTHROPIC_API_KEY: PLANTED }) });
       const done = finished(child);
       // Spot: once the first instance runs a job, its interruption notice comes (due in 5 s, less
       // than the 20 s hand-back margin: its running jobs go back to the queue at once).
@@ -95,7 +75,7 @@ describe('ct run eval --ec2 with workers booted from their user-data', () => {
       assert.equal(new Set(keys).size, 20, 'exactly one sample per job');
 
       // The instances as launched: tags, profile, shutdown behaviour, spot, security group.
-      const ec2 = new EC2Client(aws());
+      const ec2 = new EC2Client(world.aws());
       const all: Instance[] = ((await ec2.send(new DescribeInstancesCommand({}))).Reservations ?? []).flatMap((x) => x.Instances ?? []);
       assert.ok(all.length >= 2, 'two workers, and perhaps a replacement for the preempted one');
       for (const i of all) {
@@ -117,7 +97,7 @@ describe('ct run eval --ec2 with workers booted from their user-data', () => {
       // moto associates the profile with the first instance of a RunInstances only.
       assert.ok([...harness.instances.values()].some((i) => /instance-profile\/linuxbench-worker$/.test(i.profileArn ?? '')), 'worker instance profile');
       // Each instance: booted from the AMI's tools, ran a worker, got credentials from its role only, shut itself down.
-      const s3 = new S3Client({ ...aws(), forcePathStyle: true });
+      const s3 = new S3Client({ ...world.aws(), forcePathStyle: true });
       let selfShutdown = 0;
       for (const inst of harness.instances.values()) {
         assert.deepEqual(
@@ -146,7 +126,7 @@ describe('ct run eval --ec2 with workers booted from their user-data', () => {
       }
       s3.destroy();
       assert.ok(selfShutdown >= 2, 'both first workers shut themselves down');
-      const held = await motoContents(moto);
+      const held = await motoContents(world.moto);
       assert.deepEqual(held.queues, [], 'queues deleted');
       assert.deepEqual(ctProjects('create-greeting').concat(ctProjects('fix-config')), [], 'no sandbox left');
       await harness.stop();

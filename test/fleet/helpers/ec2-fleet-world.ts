@@ -3,8 +3,13 @@
  * stock-Ubuntu parameter and (optionally) the worker-AMI parameter. Seeded with boto3 (moto's
  * own client library) because ct has no IAM client.
  */
-import { FAKE_AWS } from '../../helpers/fleet.js';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before } from 'node:test';
+import { FAKE_AWS, fleetWorkDir } from '../../helpers/fleet.js';
+import { startMoto, type Moto } from '../../helpers/moto.js';
 import { runPython } from '../../helpers/python.js';
+import { git } from '../../settings/helpers/git-fixtures.js';
 
 export const UBUNTU_PARAMETER = '/ct-test/ubuntu-22.04-ami';
 export const WORKER_AMI_PARAMETER = '/ct-test/worker-ami-id';
@@ -41,3 +46,35 @@ export async function seedEc2FleetWorld(motoUrl: string, o: { workerAmi: boolean
 
 /** Controller environment for EC2 workers against the seeded account. */
 export const EC2_FLEET_ENV = { CT_EC2_AMI_PARAMETER: UBUNTU_PARAMETER, CT_FLEET_AMI_PARAMETER: WORKER_AMI_PARAMETER };
+
+export interface Ec2FleetFixture {
+  moto: Moto;
+  dirs: ReturnType<typeof fleetWorkDir>;
+  /** Client options for moto as the test's own (fake) user. */
+  aws(): { region: string; endpoint: string; credentials: { accessKeyId: string; secretAccessKey: string } };
+}
+
+/**
+ * Registers the suite's before/after: a moto_server, a work directory whose example setting is a
+ * git repository named in its ct.config.yml (workers elsewhere pull settings by repository and
+ * commit), both removed at the end. The fields are set once `before` has run.
+ */
+export function useEc2FleetFixture(name: string): Ec2FleetFixture {
+  const f = {
+    aws: () => ({ region: 'us-east-1', endpoint: f.moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } }),
+  } as Ec2FleetFixture;
+  before(async () => {
+    f.moto = await startMoto();
+    f.dirs = fleetWorkDir(name);
+    const demo = join(f.dirs.settings, 'demo');
+    git(demo, 'init', '-q', '-b', 'main');
+    git(demo, 'add', '-A');
+    git(demo, 'commit', '-q', '-m', 'demo setting');
+    writeFileSync(join(f.dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n`);
+  });
+  after(async () => {
+    await f.moto.stop();
+    rmSync(f.dirs.work, { recursive: true, force: true });
+  });
+  return f;
+}
