@@ -66,6 +66,11 @@ export interface EmulatedInstance {
   /** When it was seen running, and when its script ended (ms since epoch). */
   bootedAt: number;
   exitedAt?: number;
+  /**
+   * When it was terminated in moto (ms since epoch): by the harness on the script's `shutdown -h
+   * now`, or first seen terminated (ended by its launcher) — where EC2 stops charging for it.
+   */
+  terminatedAt?: number;
   exitCode?: number | null;
   /** The spot notice its metadata answers (undefined: 404, as AWS without a notice). */
   spotAction?: { action: string; time: string };
@@ -134,7 +139,10 @@ export class InstanceHarness {
           const state = i.State?.Name;
           const known = this.instances.get(id);
           if (!known && state === 'running') await this.boot(id, i.ImageId!, i.IamInstanceProfile?.Arn);
-          else if (known && (state === 'terminated' || state === 'shutting-down')) this.kill(known);
+          else if (known && (state === 'terminated' || state === 'shutting-down')) {
+            known.terminatedAt ??= Date.now();
+            this.kill(known);
+          }
         }
       }
     } catch (e) {
@@ -248,7 +256,10 @@ export class InstanceHarness {
         // already ended by its launcher
       } else if (behaviour === 'stop') await this.ec2.send(new StopInstancesCommand({ InstanceIds: [inst.id] }));
       else if (behaviour !== 'terminate') this.errors.push(`${inst.id}: shutdown behaviour is ${behaviour}, neither terminate nor stop`);
-      else await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [inst.id] }));
+      else {
+        await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [inst.id] }));
+        inst.terminatedAt ??= Date.now();
+      }
     } catch (e) {
       this.errors.push(`shutdown of ${inst.id}: ${(e as Error).message}`);
     }
