@@ -40,7 +40,7 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--ec2', 'fleet mode with EC2 workers (= --fleet --workers ec2)')
     .option('--workers <kind>', 'with --fleet: local:N (N worker processes here, sharing this environment), external (you start them; API keys reach them through SSM), ec2 (default)')
     .option('--max-workers <n>', 'with --fleet: workers at most (default 10, CT_FLEET_MAX_WORKERS)', positiveInt)
-    .option('--estimate', 'with --fleet: print the jobs, workers, time and cost, then exit without starting anything')
+    .option('--estimate', 'with --fleet: print the jobs, workers, time and cost, then exit without starting anything (with --json: the estimate as JSON on stdout)')
     .option('--price <usd-per-hour>', 'with --ec2: USD per worker instance-hour for the estimate, instead of the price table (fleet.price_per_hour)', positiveNumber)
     .option('-y, --yes', 'with --fleet: start without asking (needed when there is no terminal)')
     .option('--new-fleet', 'with --fleet: drop earlier results of the same fleet and start over (default: resume)')
@@ -207,7 +207,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { inspectFleet, runFleet } = await import('../fleet/controller.js');
-  const { estimateFleet, formatEstimate } = await import('../fleet/estimate.js');
+  const { estimateFleet, formatEstimate, ec2WorkerOverhead, estimateJson } = await import('../fleet/estimate.js');
   const { sqs, s3, ssm, sts } = createFleetClients(config.ec2.region);
   // Credentials checked before anything is created; the caller's name tags what the fleet creates.
   const { preflightCredentials } = await import('../cloud/credentials.js');
@@ -234,6 +234,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       workers: wanted,
       perWorker,
       secondsPerSample: config.fleet.estimate_seconds_per_sample,
+      ...(spec.kind === 'ec2' ? { overhead: ec2WorkerOverhead(config.fleet) } : {}),
       pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
       ...(ec2Price ? { priceSource: ec2Price.source } : {}),
     });
@@ -253,7 +254,10 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
           : 'secrets: no model API key or git token is set here; workers use their own environment',
       );
     }
-    if (flags.estimate) return 0;
+    if (flags.estimate) {
+      if (flags.json) process.stdout.write(`${JSON.stringify(estimateJson(estimate))}\n`);
+      return 0;
+    }
     if (!flags.yes) {
       if (!process.stdin.isTTY) throw new ConfigError('no terminal to confirm on: pass --yes to start the fleet (or --estimate to only see the estimate)');
       const rl = createInterface({ input: process.stdin, output: process.stderr });

@@ -207,8 +207,24 @@ export const configSchema = z.object({
        * offered again: attempt n waits n times this, at most 300 s; CT_FLEET_RETRY_DELAY.
        */
       retry_delay: z.number().int().min(0).max(300).default(30),
-      /** The estimate's guess of one sample's wall time, in seconds (default 300). */
+      /**
+       * The estimate's guess of one sample's wall time, in seconds (default 300: set it from the
+       * samples' times in an earlier run's log); CT_FLEET_ESTIMATE_SECONDS_PER_SAMPLE.
+       */
       estimate_seconds_per_sample: z.number().positive().default(300),
+      /**
+       * The estimate's seconds from an EC2 worker's launch until it takes its first job: the
+       * instance starting, cloud-init, the tools installed on stock Ubuntu, ct fetched and built,
+       * settings fetched, the worker setup (default 180: about 3 min on stock Ubuntu 22.04; about
+       * 1-2 min with the worker AMI); CT_FLEET_ESTIMATE_BOOT_SECONDS. Paid for by each worker.
+       */
+      estimate_boot_seconds: z.number().min(0).default(180),
+      /**
+       * The estimate's seconds from an EC2 worker's exit until its instance ends: the bootstrap log
+       * uploaded, the system halted (default 15); CT_FLEET_ESTIMATE_SHUTDOWN_SECONDS. The empty
+       * polls before the exit are idle_polls x poll_seconds.
+       */
+      estimate_shutdown_seconds: z.number().min(0).default(15),
       /** USD per worker instance-hour for estimates and `ct cloud status`, instead of the price table (`--price`, CT_FLEET_PRICE_PER_HOUR). */
       price_per_hour: z.number().positive().optional(),
       /** USD per instance-hour by instance type, over data/ec2-prices.json (e.g. {"c7i.4xlarge": 0.3}). */
@@ -394,6 +410,9 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_STALE_WARNING_MINUTES: ['fleet.stale_warning_minutes', 'number'],
   CT_FLEET_STALE_TEARDOWN_MINUTES: ['fleet.stale_teardown_minutes', 'number'],
   CT_FLEET_PRICE_PER_HOUR: ['fleet.price_per_hour', 'number'],
+  CT_FLEET_ESTIMATE_SECONDS_PER_SAMPLE: ['fleet.estimate_seconds_per_sample', 'number'],
+  CT_FLEET_ESTIMATE_BOOT_SECONDS: ['fleet.estimate_boot_seconds', 'number'],
+  CT_FLEET_ESTIMATE_SHUTDOWN_SECONDS: ['fleet.estimate_shutdown_seconds', 'number'],
   CT_FLEET_INSTANCE_MAX_HOURS: ['fleet.instance_max_hours', 'number'],
   CT_FLEET_SPOT: ['fleet.spot', 'boolean'],
   CT_FLEET_LAUNCH_ATTEMPTS: ['fleet.launch_attempts', 'number'],

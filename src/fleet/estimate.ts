@@ -3,9 +3,19 @@ import type { Config } from '../config/config.js';
 
 /**
  * The estimate shown before a fleet starts (and alone with `--estimate`): jobs left, workers,
- * wall time and cost. Wall time assumes `seconds_per_sample` a sample (a guess the user can set;
- * default 300 s); cost is worker-hours times the launcher's price per worker-hour (0 for
- * `local:` and `external` workers, which run on machines ct does not pay for).
+ * wall time and cost.
+ *
+ * Wall time is `waves` x `seconds_per_sample` (a guess the user can set; default 300 s), where a
+ * wave is every worker running its `perWorker` samples at once: waves = ceil(remaining / (workers
+ * x perWorker)). An EC2 worker is also paid for around its samples (`overhead`): its boot, from
+ * launch until it takes its first job (fleet.estimate_boot_seconds), and its tail: the empty polls
+ * before it stops once no job is left (fleet.idle_polls x fleet.poll_seconds; fewer when the
+ * controller deletes the queues first), then its log upload and shutdown
+ * (fleet.estimate_shutdown_seconds). Every worker stays up until the fleet's last job ends (a
+ * worker keeps polling while another still runs jobs), so each one is paid for the whole wall
+ * time: instance-hours = workers x wall time. Cost is that times the price per worker-hour (0 for
+ * `local:` and `external` workers, which run on machines ct does not pay for and have no overhead
+ * here).
  */
 export interface FleetEstimate {
   fleetId: string;
@@ -14,7 +24,16 @@ export interface FleetEstimate {
   remaining: number;
   workers: number;
   perWorker: number;
-  /** Estimated wall time, seconds. */
+  /** Rounds of every worker running `perWorker` samples at once. */
+  waves: number;
+  secondsPerSample: number;
+  /** Seconds each worker is paid for before its first job (0 for free workers). */
+  bootSeconds: number;
+  /** Seconds each worker polls an empty queue before it stops (0 for free workers). */
+  idleSeconds: number;
+  /** Seconds from a worker's exit to its instance's end (0 for free workers). */
+  shutdownSeconds: number;
+  /** Estimated wall time, seconds: boot + waves x seconds per sample + idle + shutdown. */
   seconds: number;
   /** USD. */
   cost: number;
@@ -38,6 +57,18 @@ export function ec2WorkerPrice(
   return instancePrice(o.instanceType, { region: o.region, spot: o.spot, prices: fleet.prices, ...(pricePerHour !== undefined ? { pricePerHour } : {}) });
 }
 
+/** What an EC2 worker is paid for besides its samples (see FleetEstimate). */
+export interface WorkerOverhead {
+  bootSeconds: number;
+  idleSeconds: number;
+  shutdownSeconds: number;
+}
+
+/** An EC2 worker's paid time around its samples, from the config (see FleetEstimate). */
+export function ec2WorkerOverhead(fleet: Pick<Config['fleet'], 'estimate_boot_seconds' | 'estimate_shutdown_seconds' | 'idle_polls' | 'poll_seconds'>): WorkerOverhead {
+  return { bootSeconds: fleet.estimate_boot_seconds, idleSeconds: fleet.idle_polls * fleet.poll_seconds, shutdownSeconds: fleet.estimate_shutdown_seconds };
+}
+
 export function estimateFleet(o: {
   fleetId: string;
   jobs: number;
@@ -45,13 +76,16 @@ export function estimateFleet(o: {
   workers: number;
   perWorker: number;
   secondsPerSample: number;
+  /** EC2 workers' boot and tail (ec2WorkerOverhead); absent for workers ct does not pay for. */
+  overhead?: WorkerOverhead;
   pricePerWorkerHour: number;
   priceSource?: string;
 }): FleetEstimate {
   const remaining = Math.max(0, o.jobs - o.done);
   const workers = remaining === 0 ? 0 : o.workers;
   const waves = workers === 0 ? 0 : Math.ceil(remaining / (workers * o.perWorker));
-  const seconds = waves * o.secondsPerSample;
+  const paid = workers > 0 && o.overhead ? o.overhead : { bootSeconds: 0, idleSeconds: 0, shutdownSeconds: 0 };
+  const seconds = paid.bootSeconds + waves * o.secondsPerSample + paid.idleSeconds + paid.shutdownSeconds;
   const instanceHours = (workers * seconds) / 3600;
   const cost = instanceHours * o.pricePerWorkerHour;
   return {
@@ -61,6 +95,11 @@ export function estimateFleet(o: {
     remaining,
     workers,
     perWorker: o.perWorker,
+    waves,
+    secondsPerSample: o.secondsPerSample,
+    bootSeconds: paid.bootSeconds,
+    idleSeconds: paid.idleSeconds,
+    shutdownSeconds: paid.shutdownSeconds,
     seconds,
     cost,
     pricePerWorkerHour: o.pricePerWorkerHour,
@@ -71,12 +110,50 @@ export function estimateFleet(o: {
 
 export function formatEstimate(e: FleetEstimate, workersLabel: string): string {
   const mins = Math.ceil(e.seconds / 60);
-  return [
+  const lines = [
     `fleet ${e.fleetId}: ${e.jobs} job(s), ${e.done} already finished, ${e.remaining} to run`,
     `workers: ${e.workers} (${workersLabel}), ${e.perWorker} sample(s) at once each`,
     `estimated time: ~${mins} min; estimated cost: $${e.cost.toFixed(2)}` +
       (e.pricePerWorkerHour === 0
         ? ' (workers on your own machines)'
         : ` (${e.instanceHours.toFixed(1)} instance-hours at $${e.pricePerWorkerHour}/worker-hour${e.priceSource ? `; ${e.priceSource}` : ''})`),
-  ].join('\n');
+  ];
+  if (e.waves > 0) {
+    // How the time is made up, and the settings that change it.
+    const parts = [`${e.waves} wave(s) x ~${duration(e.secondsPerSample)} a sample (fleet.estimate_seconds_per_sample)`];
+    const overhead = e.bootSeconds + e.idleSeconds + e.shutdownSeconds > 0;
+    if (overhead) {
+      parts.unshift(`~${duration(e.bootSeconds)} boot (fleet.estimate_boot_seconds)`);
+      parts.push(`~${duration(e.idleSeconds)} of empty polls (fleet.idle_polls x fleet.poll_seconds)`, `~${duration(e.shutdownSeconds)} shutdown (fleet.estimate_shutdown_seconds)`);
+    }
+    lines.push(`  ${overhead ? 'each worker: ' : ''}${parts.join(' + ')}`);
+  }
+  return lines.join('\n');
+}
+
+/** The estimate for `--estimate --json` (snake_case, as ct's other JSON output). */
+export function estimateJson(e: FleetEstimate): Record<string, unknown> {
+  return {
+    fleet_id: e.fleetId,
+    jobs: e.jobs,
+    done: e.done,
+    remaining: e.remaining,
+    workers: e.workers,
+    per_worker: e.perWorker,
+    waves: e.waves,
+    seconds_per_sample: e.secondsPerSample,
+    boot_seconds: e.bootSeconds,
+    idle_seconds: e.idleSeconds,
+    shutdown_seconds: e.shutdownSeconds,
+    seconds: e.seconds,
+    instance_hours: e.instanceHours,
+    price_per_worker_hour: e.pricePerWorkerHour,
+    cost: e.cost,
+    ...(e.priceSource ? { price_source: e.priceSource } : {}),
+  };
+}
+
+/** Seconds as a short duration: "45 s" under 2 minutes, else whole minutes. */
+function duration(seconds: number): string {
+  return seconds < 120 ? `${Math.round(seconds)} s` : `${Math.round(seconds / 60)} min`;
 }

@@ -9,7 +9,8 @@
  *      locked dependencies (from the AMI's prepared tree or npm cache when present) and builds it;
  *   4. logs in to the image registry with the name and token read from SSM (skipped when absent);
  *   5. runs `ct fleet worker` (as root), which runs --worker-setup before taking jobs and then
- *      reads the variables it left in /opt/linuxbench-worker-setup.env;
+ *      reads the variables it left in /opt/linuxbench-worker-setup.env (under CT_BOOT_ROOT; the
+ *      script finds the path in $CT_FLEET_WORKER_SETUP_ENV);
  *   6. uploads its log to `s3://{bucket}/{fleet_id}/logs/{instance_id}-bootstrap.log` and shuts the
  *      instance down (shutdown behaviour `terminate`).
  *

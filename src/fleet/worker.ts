@@ -137,7 +137,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
   if (manifest.sandbox.worker_setup) {
-    await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, o.log);
+    await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, config.fleet.worker_setup_env, o.log);
     applySetupEnv(config.fleet.worker_setup_env, o.log);
   }
   const importRoots = [o.cwd, ...extraRoots.roots];
@@ -449,11 +449,16 @@ async function unpackExtraSrc(store: ResultStore, manifest: Manifest, log: (line
   return { dir, roots };
 }
 
-/** `--worker-setup`: the script inside an extra-src tree, run once before any job is taken. */
-async function runWorkerSetup(dir: string, path: string, log: (line: string) => void): Promise<void> {
+/**
+ * `--worker-setup`: the script inside an extra-src tree, run once before any job is taken, from
+ * the folder the trees are unpacked in. It finds the file to leave variables in (`envFile`,
+ * fleet.worker_setup_env) in $CT_FLEET_WORKER_SETUP_ENV, whatever set it (the default, the
+ * config file, the variable), so one script works on EC2 workers and on any other machine.
+ */
+async function runWorkerSetup(dir: string, path: string, envFile: string, log: (line: string) => void): Promise<void> {
   log(`running worker setup ${path}`);
   try {
-    const r = await execFileAsync('sh', [join(dir, path)], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
+    const r = await execFileAsync('sh', [join(dir, path)], { cwd: dir, env: { ...process.env, CT_FLEET_WORKER_SETUP_ENV: envFile }, maxBuffer: 16 * 1024 * 1024 });
     if (r.stdout.trim()) log(r.stdout.trim().split('\n').slice(-5).join('\n'));
   } catch (e) {
     throw new ConfigError(`worker setup ${path} failed: ${errorMessage(e).split('\n').slice(-5).join('\n')}`);

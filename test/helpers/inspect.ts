@@ -15,6 +15,8 @@ export interface InspectView {
     /** The data of the sample's info events. */
     info: unknown[];
     limit: string | null;
+    /** Seconds from the sample's start to its end. */
+    total_time: number | null;
   }>;
   header_status: string;
   results: Array<{ name: string; metrics: Record<string, number> }>;
@@ -41,6 +43,7 @@ for p in sys.argv[1:]:
             "events": [e.event for e in s.events],
             "info": [e.data for e in s.events if e.event == "info"],
             "limit": s.limit.type if s.limit else None,
+            "total_time": s.total_time,
         } for s in (log.samples or [])],
     })
 print(json.dumps(out))

@@ -70,6 +70,11 @@ export interface EmulatedInstance {
   /** When it was seen running, and when its script ended (ms since epoch). */
   bootedAt: number;
   exitedAt?: number;
+  /**
+   * When it was terminated in moto (ms since epoch): by the harness on the script's `shutdown -h
+   * now`, or first seen terminated (ended by its launcher) — where EC2 stops charging for it.
+   */
+  terminatedAt?: number;
   exitCode?: number | null;
   /** The spot notice its metadata answers (undefined: 404, as AWS without a notice). */
   spotAction?: { action: string; time: string };
@@ -142,7 +147,10 @@ export class InstanceHarness {
           const state = i.State?.Name;
           const known = this.instances.get(id);
           if (!known && state === 'running') await this.boot(id, i.ImageId!, i.IamInstanceProfile?.Arn);
-          else if (known && (state === 'terminated' || state === 'shutting-down')) void this.kill(known);
+          else if (known && (state === 'terminated' || state === 'shutting-down')) {
+            known.terminatedAt ??= Date.now();
+            void this.kill(known);
+          }
         }
       }
     } catch (e) {
@@ -256,7 +264,10 @@ export class InstanceHarness {
         // already ended by its launcher
       } else if (behaviour === 'stop') await this.ec2.send(new StopInstancesCommand({ InstanceIds: [inst.id] }));
       else if (behaviour !== 'terminate') this.errors.push(`${inst.id}: shutdown behaviour is ${behaviour}, neither terminate nor stop`);
-      else await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [inst.id] }));
+      else {
+        await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [inst.id] }));
+        inst.terminatedAt ??= Date.now();
+      }
     } catch (e) {
       this.errors.push(`shutdown of ${inst.id}: ${(e as Error).message}`);
     }
@@ -325,8 +336,10 @@ export class InstanceHarness {
    * are killed at once, with no time to hand anything back.
    */
   async terminate(id: string, o: { abrupt?: boolean } = {}): Promise<void> {
-    const ending = this.kill(this.instances.get(id)!, o.abrupt);
+    const inst = this.instances.get(id)!;
+    const ending = this.kill(inst, o.abrupt);
     await this.ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
+    inst.terminatedAt ??= Date.now();
     await ending;
   }
 
