@@ -64,7 +64,7 @@ describe('ct run eval on local Docker', () => {
       log!.results.map((s) => s.name),
       ['main_task_success', 'side_task_success'],
     );
-    assert.deepEqual(ctProjects().filter((p) => p.includes('fix-config') || p.includes('create-greeting')), []);
+    assert.deepEqual(ctProjects().filter((p) => /fix[-_]config|create[-_]greeting/.test(p)), []);
   });
 
   test('a replayed trajectory solves the main and side task (C, C), with tool events in the log', async () => {

@@ -85,10 +85,16 @@ describe('dockerd restarted under a worker mid-sample', { skip: ENABLED ? false 
             .map((n) => readFileSync(join(fleetDir, n), 'utf8'))
             .join('\n')
         : '';
-    for (let i = 0; i < 1200 && !/job \S+ started/.test(workerLogs()) && child.exitCode === null; i++) await sleep(100);
-    assert.match(workerLogs(), /job \S+ started/, 'a sample is running');
-    // Inside the sample: its sandbox is up and the replayed trajectory runs in it.
-    await sleep(1500);
+    // Mid-sample: a job has started and its sandbox's containers are up.
+    const running = () => {
+      try {
+        return ctProjects('create-greeting').length > 0 && /job \S+ started/.test(workerLogs()) && execFileSync('docker', ['ps', '--filter', 'status=running', '--filter', 'label=com.docker.compose.project', '--format', '{{.Label "com.docker.compose.project"}}'], { encoding: 'utf8' }).includes('create_greeting');
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 1200 && !running() && child.exitCode === null; i++) await sleep(100);
+    assert.ok(running(), 'a sample runs in its sandbox');
     const { downSeconds } = await restartDockerd();
     const r = await done;
     const wall = (Date.now() - started) / 1000;

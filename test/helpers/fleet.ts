@@ -66,10 +66,15 @@ export async function motoContents(moto: Moto): Promise<MotoContents> {
   }
 }
 
-/** Compose projects of ct sandboxes whose names contain `part` (left running = a leak). */
+/**
+ * Compose projects of ct sandboxes whose names contain `part` (left running = a leak). A project
+ * name keeps the task id's underscores (`ct-<run>-<n>-create_greeting-e1`); `part` may spell them
+ * as dashes.
+ */
 export function ctProjects(part: string): string[] {
   const out = execFileSync('docker', ['ps', '-a', '--filter', 'label=com.docker.compose.project', '--format', '{{.Label "com.docker.compose.project"}}'], { encoding: 'utf8' });
-  return [...new Set(out.split('\n').filter((p) => p.startsWith('ct-') && p.includes(part)))];
+  const fold = (s: string) => s.replace(/_/g, '-');
+  return [...new Set(out.split('\n').filter((p) => p.startsWith('ct-') && fold(p).includes(fold(part))))];
 }
 
 /** The events a controller appended for a fleet. */

@@ -48,6 +48,8 @@ const LABEL_SERVICE = 'com.docker.compose.service';
 const READY_POLL_MS = 150;
 /** Attempts to start a project when its network subnet collides with another. */
 const SUBNET_ATTEMPTS = 4;
+/** Attempts of each call removing a project (backoff 0.25 s doubling to 4 s: ~20 s in all). */
+const REMOVE_ATTEMPTS = 8;
 
 interface ProjectState {
   project: string;
@@ -262,7 +264,8 @@ export class DockerProvider implements SandboxProvider {
     if (!state) return;
     this.live.delete(sandboxes);
     try {
-      await Promise.all([...sandboxes.values()].map((s) => (s instanceof ContainerSandbox ? s.close() : undefined)));
+      // A channel that cannot close (its agent died with the container) never keeps the project.
+      await Promise.allSettled([...sandboxes.values()].map((s) => (s instanceof ContainerSandbox ? s.close() : undefined)));
       await this.removeProject(state.project, state.containers);
     } finally {
       state.releaseSubnets();
@@ -277,36 +280,47 @@ export class DockerProvider implements SandboxProvider {
    */
   async removeProject(project: string, knownContainers?: string[]): Promise<void> {
     const filter = ['--filter', `label=${LABEL_PROJECT}=${project}`];
-    const list = (args: string[]) => this.docker.ok(args, { idempotent: true }).then((o) => o.split('\n').filter(Boolean));
+    // Removal outlasts an engine restart (its calls retried for ~20 s): a sandbox whose engine
+    // was away for a few seconds is still removed, not left for a later sweep.
+    const o = { idempotent: true, attempts: REMOVE_ATTEMPTS };
+    const list = (args: string[]) => this.docker.ok(args, o).then((out) => out.split('\n').filter(Boolean));
     const [ids, netIds, volIds] = await Promise.all([
       knownContainers ?? list(['ps', '--all', '--quiet', ...filter]),
       list(['network', 'ls', '--quiet', ...filter]),
       list(['volume', 'ls', '--quiet', ...filter]),
     ]);
-    if (ids.length > 0) await this.docker.ok(['rm', '--force', '--volumes', ...ids], { idempotent: true });
+    if (ids.length > 0) await this.docker.ok(['rm', '--force', '--volumes', ...ids], o);
     await Promise.all([
-      netIds.length > 0 ? this.docker.call(['network', 'rm', ...netIds], { idempotent: true }) : undefined,
-      volIds.length > 0 ? this.docker.call(['volume', 'rm', '--force', ...volIds], { idempotent: true }) : undefined,
+      netIds.length > 0 ? this.docker.call(['network', 'rm', ...netIds], o) : undefined,
+      volIds.length > 0 ? this.docker.call(['volume', 'rm', '--force', ...volIds], o) : undefined,
     ]);
   }
 
-  /** Tears down whatever this run still has running. */
+  /**
+   * Tears down whatever this run still has running, then whatever Docker still holds of the run
+   * (`ct-<runId>-*`): a sample whose removal failed (the engine was away longer than the retries)
+   * is caught here rather than left for the next run's sweep.
+   */
   async taskCleanup(): Promise<void> {
     const all = [...this.live.keys()];
     await Promise.all(all.map((s) => this.sampleCleanup(s).catch(() => {})));
+    const mine = (await this.listProjects().catch(() => [])).filter((p) => runIdOfProject(p) === this.options.runId);
+    await Promise.all(mine.map((p) => this.removeProject(p).catch(() => {})));
+  }
+
+  /** Compose projects Docker holds containers or networks of (ct's or not). */
+  private async listProjects(): Promise<string[]> {
+    const format = ['--filter', `label=${LABEL_PROJECT}`, '--format', `{{.Label "${LABEL_PROJECT}"}}`];
+    const [out, nets] = await Promise.all([
+      this.docker.ok(['ps', '--all', ...format], { idempotent: true }),
+      this.docker.ok(['network', 'ls', ...format], { idempotent: true }),
+    ]);
+    return [...new Set([...out.split('\n'), ...nets.split('\n')].filter(Boolean))];
   }
 
   /** Removes projects of ct runs whose owning process is gone (or every ct project with `all`). */
   async sweep(options: { all?: boolean } = {}): Promise<SweepReport> {
-    const out = await this.docker.ok(
-      ['ps', '--all', '--filter', `label=${LABEL_PROJECT}`, '--format', `{{.Label "${LABEL_PROJECT}"}}`],
-      { idempotent: true },
-    );
-    const nets = await this.docker.ok(
-      ['network', 'ls', '--filter', `label=${LABEL_PROJECT}`, '--format', `{{.Label "${LABEL_PROJECT}"}}`],
-      { idempotent: true },
-    );
-    const projects = new Set([...out.split('\n'), ...nets.split('\n')].filter((p) => p.startsWith(PROJECT_PREFIX)));
+    const projects = (await this.listProjects()).filter((p) => p.startsWith(PROJECT_PREFIX));
     const removed: string[] = [];
     const kept: string[] = [];
     for (const p of projects) {
