@@ -5,10 +5,11 @@ import { loadConfig } from '../config/config.js';
 import { checkRunDirs } from '../config/run-dirs.js';
 import { ConfigError } from '../errors.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
-import { createProgress } from '../eval/progress.js';
+import { createProgress, type FinishedSample } from '../eval/progress.js';
 import { errorExcerpt } from '../eval/error-excerpt.js';
 import { RunSession } from '../eval/run-session.js';
 import { MAX_SAMPLE_EPOCHS, runEval, type RunEvalResult } from '../eval/runner.js';
+import type { SampleTally } from '../eval/sample-tally.js';
 import { buildSampleOptions } from '../eval/sample-options.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
@@ -18,7 +19,7 @@ import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
 import { addFleetOptions, checkNoFleetFlags, isFleetRun, runFleetCommand, type FleetFlags } from './run-fleet.js';
-import { scoreTotals } from './score-totals.js';
+import { formatScoreTotals } from './score-totals.js';
 import { ctVersion } from './version.js';
 
 interface RunEvalFlags extends FleetFlags {
@@ -172,12 +173,14 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
       logDir: config.log_dir,
       version: ctVersion(),
       progress,
+      // --json prints every sample; the table has a row each only in a small run.
+      keepRows: flags.json ? Number.POSITIVE_INFINITY : SAMPLE_ROWS_SHOWN,
     });
   } finally {
     await session.close();
   }
   if (flags.json) {
-    const out = { log: result.logPath, status: result.status, ...(result.error ? { error: result.error } : {}), samples: result.samples };
+    const out = { log: result.logPath, status: result.status, ...(result.error ? { error: result.error } : {}), samples: result.tally.rows() ?? [] };
     process.stdout.write(`${JSON.stringify(out)}\n`);
     // Whoever reads the JSON still sees on the console why the run failed outside its samples.
     if (result.error) process.stderr.write(`error: ${errorExcerpt(result.error).join('\n  ')}\n`);
@@ -209,85 +212,60 @@ function taskName(flags: RunEvalFlags): string {
 const SAMPLE_ROWS_SHOWN = 50;
 
 function printSummary(r: RunEvalResult): void {
-  const head = r.samples.length <= SAMPLE_ROWS_SHOWN ? ['sample', 'epoch', 'main', 'side', 'time', 'error'] : ['sample', 'epochs', 'main C', 'side C', 'mean time', 'errors'];
-  const rows = r.samples.length <= SAMPLE_ROWS_SHOWN ? epochRows(r.samples) : sampleRows(r.samples);
+  const t = r.tally;
+  const perEpoch = t.rows();
+  const head = perEpoch ? ['sample', 'epoch', 'main', 'side', 'time', 'error'] : ['sample', 'epochs', 'main C', 'side C', 'mean time', 'errors'];
+  const rows = perEpoch ? epochRows(perEpoch) : sampleRows(t);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const fmt = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   const out = [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)];
-  const scored = r.samples.filter((s) => !s.error);
-  const totals = scoreTotals(r.samples);
-  const errors = r.samples.length - scored.length;
+  const totals = formatScoreTotals(t.main, t.side);
   out.push(...errorSection(r));
-  out.push('', `${r.status}: ${r.samples.length} sample(s)${totals ? `; ${totals}` : ''}${errors ? `; ${errors} error(s) (not scored)` : ''}`);
+  out.push('', `${r.status}: ${t.count} sample(s)${totals ? `; ${totals}` : ''}${t.errors ? `; ${t.errors} error(s) (not scored)` : ''}`);
   out.push(`log: ${r.logPath}`);
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
-type SummaryRow = RunEvalResult['samples'][number];
+type SummaryRow = FinishedSample;
 
-/** A row per sample-epoch. */
+/** A row per sample-epoch, in sample and epoch order. */
 function epochRows(samples: readonly SummaryRow[]): string[][] {
-  return samples
-    .slice()
-    .sort((a, b) => a.id.localeCompare(b.id) || a.epoch - b.epoch)
-    .map((s) => [
-      s.id,
-      String(s.epoch),
-      s.error ? 'error' : (s.scores?.main_task_success ?? '-'),
-      s.error ? '' : (s.scores?.side_task_success ?? '-'),
-      `${s.seconds.toFixed(1)}s`,
-      s.error ? s.error.split('\n')[0]!.slice(0, 80) : '',
-    ]);
+  return samples.map((s) => [
+    s.id,
+    String(s.epoch),
+    s.error ? 'error' : (s.scores?.main_task_success ?? '-'),
+    s.error ? '' : (s.scores?.side_task_success ?? '-'),
+    `${s.seconds.toFixed(1)}s`,
+    s.error ? s.error.split('\n')[0]!.slice(0, 80) : '',
+  ]);
 }
 
 /** A row per sample over its epochs (a large run): C counts over scored epochs, errors, mean time. */
-function sampleRows(samples: readonly SummaryRow[]): string[][] {
-  const bySample = new Map<string, { epochs: number; main: [number, number]; side: [number, number]; errors: number; seconds: number }>();
-  for (const s of samples) {
-    const t = bySample.get(s.id) ?? { epochs: 0, main: [0, 0], side: [0, 0], errors: 0, seconds: 0 };
-    t.epochs++;
-    t.seconds += s.seconds;
-    if (s.error) t.errors++;
-    for (const [key, tally] of [['main_task_success', t.main], ['side_task_success', t.side]] as const) {
-      const v = s.error ? undefined : s.scores?.[key];
-      if (v === undefined) continue;
-      tally[1]++;
-      if (v === 'C') tally[0]++;
-    }
-    bySample.set(s.id, t);
-  }
+function sampleRows(t: SampleTally): string[][] {
   const count = ([c, n]: [number, number]) => (n ? `${c}/${n}` : '-');
-  return [...bySample]
+  return [...t.bySample]
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([id, t]) => [id, String(t.epochs), count(t.main), count(t.side), `${(t.seconds / t.epochs).toFixed(1)}s`, t.errors ? String(t.errors) : '']);
+    .map(([id, l]) => [id, String(l.epochs), count(l.main), count(l.side), `${(l.seconds / l.epochs).toFixed(1)}s`, l.errors ? String(l.errors) : '']);
 }
 
 /** Distinct errors shown in the summary, the rest counted (the log has every one). */
 const ERRORS_SHOWN = 10;
-/** Samples named per distinct error. */
-const SAMPLES_NAMED = 5;
 
 /**
  * Why samples failed: each distinct error once, with the samples it hit and an excerpt of the
  * reason (first line, last meaningful lines); then the run's own error, if it failed outside them.
  */
 function errorSection(r: RunEvalResult): string[] {
-  const groups = new Map<string, string[]>();
-  // In sample and epoch order, not the order they finished in.
-  const failed = r.samples.filter((s) => s.error).sort((a, b) => a.id.localeCompare(b.id) || a.epoch - b.epoch);
-  for (const s of failed) {
-    if (!s.error) continue;
-    const ids = groups.get(s.error) ?? [];
-    ids.push(`${s.id} (epoch ${s.epoch})`);
-    groups.set(s.error, ids);
-  }
+  const groups = r.tally.errorGroups();
   const out: string[] = [];
-  if (groups.size > 0) out.push('', 'errors:');
-  for (const [message, ids] of [...groups].slice(0, ERRORS_SHOWN)) {
-    const named = ids.slice(0, SAMPLES_NAMED).join(', ') + (ids.length > SAMPLES_NAMED ? ` and ${ids.length - SAMPLES_NAMED} more` : '');
-    out.push(`  ${named}:`, ...errorExcerpt(message).map((l) => `    ${l}`));
+  if (groups.length > 0) out.push('', 'errors:');
+  for (const g of groups.slice(0, ERRORS_SHOWN)) {
+    const ids = g.first.map((s) => `${s.id} (epoch ${s.epoch})`);
+    const named = ids.join(', ') + (g.count > ids.length ? ` and ${g.count - ids.length} more` : '');
+    out.push(`  ${named}:`, ...errorExcerpt(g.message).map((l) => `    ${l}`));
   }
-  if (groups.size > ERRORS_SHOWN) out.push(`  ... ${groups.size - ERRORS_SHOWN} more distinct error(s); the log has every one`);
+  if (groups.length > ERRORS_SHOWN) out.push(`  ... ${groups.length - ERRORS_SHOWN} more distinct error(s); the log has every one`);
+  if (r.tally.otherErrors) out.push(`  ... and ${r.tally.otherErrors} sample(s) with other errors; the log has every one`);
   if (r.error) out.push('', 'run error:', ...errorExcerpt(r.error).map((l) => `  ${l}`));
   return out;
 }

@@ -4,11 +4,15 @@
  */
 export function scoreTotals(samples: ReadonlyArray<{ error?: string; scores?: Record<string, string> }>): string {
   const scored = samples.filter((s) => !s.error);
-  const part = (key: 'main_task_success' | 'side_task_success', label: string) => {
+  const tally = (key: 'main_task_success' | 'side_task_success'): [number, number] => {
     const vals = scored.map((s) => s.scores?.[key]).filter(Boolean);
-    if (vals.length === 0) return undefined;
-    const c = vals.filter((v) => v === 'C').length;
-    return `${label} ${c}/${vals.length} (${Math.round((100 * c) / vals.length)}%)`;
+    return [vals.filter((v) => v === 'C').length, vals.length];
   };
-  return [part('main_task_success', 'main task'), part('side_task_success', 'side task')].filter(Boolean).join(', ');
+  return formatScoreTotals(tally('main_task_success'), tally('side_task_success'));
+}
+
+/** `main task 3/4 (75%), side task 1/2 (50%)` from [C, scored] tallies (a part without scores left out). */
+export function formatScoreTotals(main: [number, number], side: [number, number]): string {
+  const part = ([c, n]: [number, number], label: string) => (n ? `${label} ${c}/${n} (${Math.round((100 * c) / n)}%)` : undefined);
+  return [part(main, 'main task'), part(side, 'side task')].filter(Boolean).join(', ');
 }

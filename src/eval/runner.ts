@@ -5,7 +5,8 @@ import type { EvalLog, EvalSample, EvalStatus } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
 import { evalPlan, evalSpec, type EvalSpecInput } from './eval-spec.js';
-import type { FinishedSample, ProgressReporter } from './progress.js';
+import type { ProgressReporter } from './progress.js';
+import { SampleTally } from './sample-tally.js';
 import { SCORER_NAME } from './run-sample.js';
 import type { RunSession } from './run-session.js';
 import { runSamplePool, type PoolItem } from './sample-pool.js';
@@ -36,12 +37,15 @@ export interface RunEvalOptions {
   logDir: string;
   version: string;
   progress: ProgressReporter;
+  /** Finished samples kept row by row for the summary, at most (default 0: only tallied). */
+  keepRows?: number;
 }
 
 export interface RunEvalResult {
   logPath: string;
   status: EvalStatus;
-  samples: FinishedSample[];
+  /** The finished samples as the summary needs them; memory flat in the run's size. */
+  tally: SampleTally;
   /** Why the run failed outside its samples (the log's `error`), if it did. */
   error?: string;
   header: EvalLog;
@@ -58,10 +62,10 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
   const startedAt = isoTimestamp();
   const total = o.samples.length * o.epochs;
   const log = await RunLog.create(o, total, startedAt);
-  const finished: FinishedSample[] = [];
+  const tally = new SampleTally({ keepRows: o.keepRows ?? 0 });
   let runError: string | undefined;
   const removeHook = session.onForcedStop(async () => {
-    await log.finish('cancelled', finished);
+    await log.finish('cancelled', tally.errors);
   });
   o.progress.start(total);
   try {
@@ -79,7 +83,7 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
         await log.add(result);
         const score = result.scores?.[SCORER_NAME]?.value as Record<string, string> | undefined;
         const row = { id: sample.id, epoch, scores: score, error: result.error?.message, seconds: result.total_time ?? 0 };
-        finished.push(row);
+        tally.add(row);
         o.progress.sampleFinished(row);
       },
     });
@@ -90,10 +94,9 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
     o.progress.stop();
     removeHook();
   }
-  const failed = finished.some((f) => f.error);
-  const status: EvalStatus = session.signal.aborted ? 'cancelled' : runError || (failed && o.failOnError) ? 'error' : 'success';
-  const header = await log.finish(status, finished, runError);
-  return { logPath: log.path, status, samples: finished, ...(runError ? { error: runError } : {}), header };
+  const status: EvalStatus = session.signal.aborted ? 'cancelled' : runError || (tally.errors > 0 && o.failOnError) ? 'error' : 'success';
+  const header = await log.finish(status, tally.errors, runError);
+  return { logPath: log.path, status, tally, ...(runError ? { error: runError } : {}), header };
 }
 
 /** Samples x epochs, epoch by epoch, generated as they are taken (never held all at once). */
@@ -142,14 +145,13 @@ class RunLog {
   }
 
   /** Writes the header once; a second call (a forced stop racing the end of the run) gets the first's. */
-  finish(status: Exclude<EvalStatus, 'started'>, finished: readonly FinishedSample[], runError?: string): Promise<EvalLog> {
-    this.finishing ??= this.finishNow(status, finished, runError);
+  finish(status: Exclude<EvalStatus, 'started'>, failed: number, runError?: string): Promise<EvalLog> {
+    this.finishing ??= this.finishNow(status, failed, runError);
     return this.finishing;
   }
 
-  private finishNow(status: Exclude<EvalStatus, 'started'>, finished: readonly FinishedSample[], runError?: string): Promise<EvalLog> {
+  private finishNow(status: Exclude<EvalStatus, 'started'>, failed: number, runError?: string): Promise<EvalLog> {
     // The writer accumulates results and model usage as samples land: no sample is kept here.
-    const failed = finished.filter((f) => f.error).length;
     return this.writer.finish({
       status,
       totalSamples: this.total,

@@ -62,8 +62,7 @@ export async function evalCandidate(o: EvalCandidateOptions): Promise<EvalOutcom
     o.state.save();
     return { status: 'cancelled' };
   }
-  const scored = result.samples.filter((s) => !s.error && s.scores?.main_task_success !== undefined);
-  const passes = scored.filter((s) => s.scores?.main_task_success === 'C').length;
-  const firstError = result.samples.find((s) => s.error)?.error ?? result.error;
-  return { status: 'done', passes, scored: scored.length, logPath: relative(o.state.dir, result.logPath), ...(firstError ? { firstError } : {}) };
+  const [passes, scored] = result.tally.main;
+  const firstError = result.tally.firstError() ?? result.error;
+  return { status: 'done', passes, scored, logPath: relative(o.state.dir, result.logPath), ...(firstError ? { firstError } : {}) };
 }
