@@ -15,6 +15,7 @@
  *
  * States: open -> draining -> stopping -> closed (each step optional); any but closed -> forced.
  */
+import { setMaxListeners } from 'node:events';
 import type { Config } from '../config/config.js';
 import { errorMessage } from '../errors.js';
 import { HeldProvider } from '../sandbox/held-provider.js';
@@ -79,6 +80,9 @@ export class RunSession {
     this.runId = runId;
     this.registry = registry;
     this.sandboxProvider = provider;
+    // Every sample in flight listens on these (and removes its listener when done): with more
+    // than 10 at once Node would warn of a leak that is not one.
+    setMaxListeners(0, this.stopTaking.signal, this.cancel.signal);
   }
 
   /**
