@@ -74,6 +74,8 @@ export class DockerProvider implements SandboxProvider {
   private readonly live = new Map<SampleSandboxes, ProjectState>();
   private readonly subnets?: SubnetPool;
   private seq = 0;
+  /** A sample's project could not be removed: the run's end looks for what is left of it. */
+  private unremoved = false;
 
   constructor(private readonly options: DockerProviderOptions) {
     this.docker = new DockerCli(options.runner);
@@ -267,6 +269,9 @@ export class DockerProvider implements SandboxProvider {
       // A channel that cannot close (its agent died with the container) never keeps the project.
       await Promise.allSettled([...sandboxes.values()].map((s) => (s instanceof ContainerSandbox ? s.close() : undefined)));
       await this.removeProject(state.project, state.containers);
+    } catch (e) {
+      this.unremoved = true;
+      throw e;
     } finally {
       state.releaseSubnets();
       await this.options.runner.removeFile(state.overrideFile).catch(() => {});
@@ -297,13 +302,14 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /**
-   * Tears down whatever this run still has running, then whatever Docker still holds of the run
-   * (`ct-<runId>-*`): a sample whose removal failed (the engine was away longer than the retries)
-   * is caught here rather than left for the next run's sweep.
+   * Tears down whatever this run still has running, then, when a sample's removal failed (the
+   * engine was away longer than the retries), whatever Docker still holds of the run
+   * (`ct-<runId>-*`), rather than leave it to the next run's sweep.
    */
   async taskCleanup(): Promise<void> {
     const all = [...this.live.keys()];
     await Promise.all(all.map((s) => this.sampleCleanup(s).catch(() => {})));
+    if (!this.unremoved) return;
     const mine = (await this.listProjects().catch(() => [])).filter((p) => runIdOfProject(p) === this.options.runId);
     await Promise.all(mine.map((p) => this.removeProject(p).catch(() => {})));
   }
