@@ -10,6 +10,7 @@
  * sandbox, no instance process. Set CT_FAULT_SEED to replay a failing run.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { DescribeInstancesCommand, EC2Client, type Instance } from '@aws-sdk/client-ec2';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -113,21 +114,25 @@ describe('faults on a fleet of EC2 workers', () => {
     try {
       const child = startCt(run(5, logDir), { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs, EC2_FLEET_ENV) });
       const done = finished(child);
-      // Once an instance runs a job, it is terminated from outside, as the console would.
+      // Once an instance runs a job in its sandbox (its containers up), it is terminated from outside.
       let victim: string | undefined;
       let jobId: string | undefined;
+      const runningProjects = () =>
+        execFileSync('docker', ['ps', '--filter', 'status=running', '--filter', 'label=com.docker.compose.project', '--format', '{{.Label "com.docker.compose.project"}}'], { encoding: 'utf8' });
       for (let i = 0; i < 900 && !victim && child.exitCode === null; i++) {
         for (const id of harness.instances.keys()) {
-          const m = /job (\S+) started/.exec(harness.localLog(id));
-          if (m) {
+          const log = harness.localLog(id);
+          const job = /job (\S+) started/.exec(log);
+          const run = /sandbox run ([a-z0-9]{8})/.exec(log);
+          if (job && run && runningProjects().includes(`ct-${run[1]}-`)) {
             victim = id;
-            jobId = m[1];
+            jobId = job[1];
             break;
           }
         }
         if (!victim) await sleep(200);
       }
-      assert.ok(victim, 'an instance started a job');
+      assert.ok(victim, 'an instance runs a job in its sandbox');
       await harness.terminate(victim, { abrupt: true });
       // What it had in hand when it went: started, never finished (its log ends at the kill).
       const victimLog = harness.localLog(victim);
