@@ -151,7 +151,6 @@ describe('faults on a fleet of EC2 workers', () => {
       assert.equal(c.lost, 0, 'no result lost');
       assert.equal(c.duplicated, 0, 'no result twice');
       assert.deepEqual(c.errors, []);
-      assert.ok(harness.containersGone.length >= 1, 'its sandbox went with the instance');
       const events = readEvents(readFileSync(join(logDir, 'fleet', fleetId!, 'events.jsonl'), 'utf8'));
       assert.ok(inFlight.length >= 1, `the instance had a job in hand when it went:\n${victimLog.slice(-3000)}`);
       for (const j of inFlight) {
