@@ -1,7 +1,7 @@
 /**
  * `dockerd` restarted under a worker mid-sample: a fleet of two local workers (moto, real Docker,
  * inspect_ai) loses the Docker Engine while samples run in it — the engine stops every container
- * on its way down — and gets it back a few seconds later. The samples caught in it fail as
+ * on its way down — and gets it back 10 s later. The samples caught in it fail as
  * attempts and run again; every result is in the merged log exactly once, exit 0, nothing left in
  * SQS or Docker.
  *
@@ -26,6 +26,8 @@ import { REPO_ROOT } from '../helpers/paths.js';
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
 const ENABLED = process.env.CT_TEST_RESTART_DOCKERD === '1';
 const JOBS = 8;
+/** How long the engine stays stopped before it starts again (a restart in CI took 13 s in all). */
+const DOWN_MS = 10_000;
 
 function dockerAnswers(): boolean {
   try {
@@ -36,14 +38,23 @@ function dockerAnswers(): boolean {
   }
 }
 
+function removeProjectContainers(project: string): void {
+  const filter = ['--filter', `label=com.docker.compose.project=${project}`];
+  const ids = execFileSync('docker', ['ps', '-aq', ...filter], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  if (ids.length) execFileSync('docker', ['rm', '-f', ...ids], { stdio: 'ignore' });
+  const nets = execFileSync('docker', ['network', 'ls', '-q', ...filter], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  if (nets.length) execFileSync('docker', ['network', 'rm', ...nets], { stdio: 'ignore' });
+}
+
 /** Stops the running dockerd (SIGTERM: it stops its containers) and starts it again the same way. */
-async function restartDockerd(): Promise<{ downSeconds: number }> {
+async function restartDockerd(holdDownMs = 0): Promise<{ downSeconds: number }> {
   const pid = Number(execFileSync('pgrep', ['-o', '-x', 'dockerd'], { encoding: 'utf8' }).trim());
   const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
   const down = Date.now();
   process.kill(pid, 'SIGTERM');
   for (let i = 0; i < 600 && processAlive(pid); i++) await sleep(100);
   assert.ok(!processAlive(pid), 'dockerd stopped within 60 s');
+  await sleep(holdDownMs);
   const log = openSync('/var/log/dockerd.log', 'a');
   const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', log, log] });
   child.unref();
@@ -63,8 +74,11 @@ describe('dockerd restarted under a worker mid-sample', { skip: ENABLED ? false 
   after(async () => {
     await moto.stop();
     rmSync(dirs.work, { recursive: true, force: true });
-    // Whatever happened, the engine is left answering for the tests after this one.
+    // Whatever happened, the engine is left answering for the tests after this one, with no
+    // sandbox of this test in it (a failure here is reported once, not again by every later
+    // test that checks it left nothing).
     if (!dockerAnswers()) await restartDockerd().catch(() => undefined);
+    for (const project of ctProjects('create-greeting')) removeProjectContainers(project);
   });
 
   test(`${JOBS} jobs on 2 local workers, dockerd restarted while samples run: every result exactly once, exit 0, nothing left`, { timeout: 420_000 }, async () => {
@@ -95,7 +109,7 @@ describe('dockerd restarted under a worker mid-sample', { skip: ENABLED ? false 
     };
     for (let i = 0; i < 1200 && !running() && child.exitCode === null; i++) await sleep(100);
     assert.ok(running(), 'a sample runs in its sandbox');
-    const { downSeconds } = await restartDockerd();
+    const { downSeconds } = await restartDockerd(DOWN_MS);
     const r = await done;
     const wall = (Date.now() - started) / 1000;
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}\n${workerLogs().slice(-6000)}`);

@@ -48,8 +48,11 @@ const LABEL_SERVICE = 'com.docker.compose.service';
 const READY_POLL_MS = 150;
 /** Attempts to start a project when its network subnet collides with another. */
 const SUBNET_ATTEMPTS = 4;
-/** Attempts of each call removing a project (backoff 0.25 s doubling to 4 s: ~20 s in all). */
-const REMOVE_ATTEMPTS = 8;
+/**
+ * Attempts of each call removing a project while the engine does not answer (backoff 0.25 s
+ * doubling to 4 s, jittered: 22-44 s in all, longer than a Docker Engine takes to restart).
+ */
+const REMOVE_ATTEMPTS = 14;
 
 interface ProjectState {
   project: string;
@@ -210,7 +213,10 @@ export class DockerProvider implements SandboxProvider {
         return sandboxes;
       } catch (e) {
         lastError = e;
-        await this.removeProject(project).catch(() => {});
+        // Not removed now (the engine still away): the run's end looks for it again.
+        await this.removeProject(project).catch(() => {
+          this.unremoved = true;
+        });
         await this.options.runner.removeFile(overrideFile).catch(() => {});
         releaseSubnets();
         if (!(e as { overlap?: boolean }).overlap || ctx.signal?.aborted) throw e;
@@ -285,7 +291,7 @@ export class DockerProvider implements SandboxProvider {
    */
   async removeProject(project: string, knownContainers?: string[]): Promise<void> {
     const filter = ['--filter', `label=${LABEL_PROJECT}=${project}`];
-    // Removal outlasts an engine restart (its calls retried for ~20 s): a sandbox whose engine
+    // Removal outlasts an engine restart (its calls retried for 22-44 s): a sandbox whose engine
     // was away for a few seconds is still removed, not left for a later sweep.
     const o = { idempotent: true, attempts: REMOVE_ATTEMPTS };
     const list = (args: string[]) => this.docker.ok(args, o).then((out) => out.split('\n').filter(Boolean));
