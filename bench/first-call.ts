@@ -1,14 +1,17 @@
 /**
  * The first tool call of a sample against a plain `docker exec`, side by side:
- *   first     the bash tool's first command, sent the moment sampleInit returns (the worst
- *             case: a policy calls at once), through the default provider (exec channel on;
- *             sampleInit includes the channel's start);
- *   later     the next calls on the same sandbox;
+ *   first     the bash tool's first call (`echo hi`, through AgentTools itself: its shell
+ *             lookup included), sent the moment sampleInit returns (the worst case: a policy
+ *             calls at once), through the default provider (exec channel on; sampleInit
+ *             includes the channel's start);
+ *   later     the next bash tool calls on the same sandbox;
  *   raw       `docker exec CONTAINER bash -c 'echo hi'` spawned directly, no ct code, on the
  *             same container after the ct calls;
  *   plain     the same first call with the exec channel off (one docker exec per call);
  *   after 1 s the first call sent 1 s after sampleInit returns, as a model policy sends it
- *             (its first model call comes first), the channel ready by then.
+ *             (its first model call comes first), the channel ready by then;
+ *   sh agent  the first and later calls with the channel's sh agent (CT_EXEC_AGENT=sh), where
+ *             the native agent cannot run.
  * Each repetition is a fresh sample (compose project) of a one-service environment.
  * Usage: node dist/bench/first-call.js [--quick] [--reps N]
  */
@@ -17,7 +20,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Transcript } from '../src/eval/transcript.js';
 import { LocalRunner } from '../src/host/local-runner.js';
+import { AgentTools } from '../src/policies/tools/agent-tools.js';
 import { DockerProvider } from '../src/sandbox/docker/docker-provider.js';
 import { RunRegistry, newRunId } from '../src/sandbox/run-registry.js';
 import type { Sandbox } from '../src/sandbox/types.js';
@@ -29,9 +34,12 @@ const repsArg = process.argv.indexOf('--reps');
 const REPS = repsArg > 0 ? Number(process.argv[repsArg + 1]) : quick ? 4 : 12;
 const LATER = 20;
 const IMAGE = 'debian:bookworm-slim';
-/** The bash tool's own command shape (agent-tools.ts). */
-const BASH_OR_SH = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi';
-const echo = (sb: Sandbox) => sb.exec(['sh', '-c', BASH_OR_SH, 'sh', 'echo hi'], { timeout: 180 });
+let callId = 0;
+/** One bash tool call; fails the bench if the tool did not answer `hi`. */
+async function echo(tools: AgentTools): Promise<void> {
+  const out = await tools.call({ id: `c${++callId}`, type: 'function', function: 'bash', arguments: { cmd: 'echo hi' } });
+  if (out.error || out.output.trim() !== 'hi') throw new Error(`bash tool answered ${JSON.stringify(out)}`);
+}
 
 function rawExec(container: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -53,11 +61,14 @@ async function main() {
   const registry = new RunRegistry(join(dir, 'state'));
   registry.register(runId);
   const channel = new DockerProvider({ runner: new LocalRunner(), runId, registry });
+  const shAgent = new DockerProvider({ runner: new LocalRunner(), runId, registry, execAgent: 'sh' });
   const plain = new DockerProvider({ runner: new LocalRunner(), runId, registry, execChannel: false });
   const first: number[] = [];
   const firstPlain: number[] = [];
   const firstLate: number[] = [];
   const later: number[] = [];
+  const firstSh: number[] = [];
+  const laterSh: number[] = [];
   const raw: number[] = [];
   const initChannel: number[] = [];
   const initPlain: number[] = [];
@@ -68,24 +79,29 @@ async function main() {
         [channel, first, 0],
         [plain, firstPlain, 0],
         [channel, firstLate, 1000],
+        [shAgent, firstSh, 0],
       ] as const) {
         let sandboxes!: Map<string, Sandbox>;
         const initMs = await timeMs(async () => (sandboxes = await provider.sampleInit(env, { label: `first-${rep}` })));
-        (provider === channel ? initChannel : initPlain).push(initMs);
+        if (provider === channel) initChannel.push(initMs);
+        else if (provider === plain) initPlain.push(initMs);
         const sb = sandboxes.get('default')!;
+        const tools = new AgentTools(sb, new Transcript());
         if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
-        into.push(await timeMs(() => echo(sb)));
+        into.push(await timeMs(() => echo(tools)));
         if (into === first) {
-          for (let i = 0; i < LATER; i++) later.push(await timeMs(() => echo(sb)));
+          for (let i = 0; i < LATER; i++) later.push(await timeMs(() => echo(tools)));
           const container = sb.describe().replace(/^docker:/, '');
           for (let i = 0; i < 3; i++) raw.push(await timeMs(() => rawExec(container)));
         }
+        if (into === firstSh) for (let i = 0; i < LATER; i++) laterSh.push(await timeMs(() => echo(tools)));
         await provider.sampleCleanup(sandboxes);
       }
     }
   } finally {
     await channel.taskCleanup();
     await plain.taskCleanup();
+    await shAgent.taskCleanup();
     registry.unregister(runId);
     rmSync(dir, { recursive: true, force: true });
   }
@@ -106,6 +122,8 @@ async function main() {
         row(`later calls (${LATER} a sample), exec channel`, later),
         row('first call, channel off (plain docker exec)', firstPlain),
         row('first call 1 s after init, exec channel', firstLate),
+        row('first call, exec channel, sh agent', firstSh),
+        row(`later calls (${LATER} a sample), exec channel, sh agent`, laterSh),
       ],
     ),
   );

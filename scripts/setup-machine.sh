@@ -13,7 +13,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-APT_PACKAGES=(docker.io docker-compose debootstrap busybox-static openssh-server git ca-certificates)
+APT_PACKAGES=(docker.io docker-compose debootstrap busybox-static openssh-server git ca-certificates gcc libc6-dev musl-tools)
 DOCKERD_LOG=/var/log/dockerd.log
 DOCKERD_WAIT_SECONDS=60
 PLUGIN_DIR=/usr/local/lib/docker/cli-plugins

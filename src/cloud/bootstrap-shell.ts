@@ -4,7 +4,8 @@
  * expect `$NODE_SETUP_URL`, `$DOCKER_NAME_PARAM` and `$DOCKER_PAT_PARAM` to be set, and write
  * their progress on stdout (the caller's `step` sends it to the log).
  *
- *   install_base   curl, git, the AWS CLI and Docker + Compose (plus `extraDocker` packages), only
+ *   install_base   curl, git, the AWS CLI, Docker + Compose (plus `extraDocker` packages) and a C
+ *                  compiler for the exec channel's native agent (musl-tools), only
  *                  those missing (an AMI has them all; stock Ubuntu 22.04 gets them from apt)
  *   install_node   Node 20 or later, from NodeSource when missing
  *   docker_login   the registry login stored in SSM, skipped when it is not there
@@ -17,6 +18,7 @@ export function bootstrapShellFunctions(o: { extraDocker?: string[] } = {}): str
   command -v git >/dev/null || missing+=(git)
   command -v aws >/dev/null || missing+=(awscli)
   if ! command -v docker >/dev/null; then missing+=(${docker}); fi
+  command -v musl-gcc >/dev/null || command -v gcc >/dev/null || missing+=(musl-tools)
   if [ \${#missing[@]} -eq 0 ]; then echo "base tools present"; return 0; fi
   apt-get update -q && apt-get install -y -q "\${missing[@]}"
 }

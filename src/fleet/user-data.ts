@@ -121,10 +121,13 @@ install_deps() {
 }
 
 # tsconfig.build.json compiles src only (what the worker runs), about a third less than the whole project.
+# The exec channel's native agent is built too where the code has its script (without a compiler
+# the script says so and the sh agent serves).
 build_code() {
   local project=.
   [ -f "$CT_DIR/tsconfig.build.json" ] && project=tsconfig.build.json
-  (cd "$CT_DIR" && ./node_modules/.bin/tsc -p "$project")
+  (cd "$CT_DIR" && ./node_modules/.bin/tsc -p "$project") || return 1
+  if [ -f "$CT_DIR/scripts/build-exec-agent.sh" ]; then (cd "$CT_DIR" && bash scripts/build-exec-agent.sh); fi
 }
 
 step install-base install_base

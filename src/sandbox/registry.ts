@@ -85,6 +85,7 @@ function dockerProvider(ctx: ProviderContext): SandboxProvider {
     startTimeout: ctx.config.sandbox.start_timeout,
     networkPool: ctx.config.sandbox.network_pool,
     execChannel: ctx.config.sandbox.exec_channel,
+    execAgent: ctx.config.sandbox.exec_agent,
     onNotice: ctx.onNotice,
   });
 }

@@ -68,7 +68,8 @@ for (const execChannel of [true, false]) {
 /** Exec channel agents running in a container, counted from outside with plain `docker exec`. */
 function agentsIn(container: string): number {
   const out = execFileSync('docker', ['exec', container, 'sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null; echo; done']).toString();
-  return out.split('\n').filter((l) => l.startsWith('sh -c exec 5>&2')).length;
+  // The native agent, or the sh agent (its boot script comes first on its command line).
+  return out.split('\n').filter((l) => /^\/\S*\/ct-agent\.[^/]+\/ct-exec-agent \//.test(l) || l.startsWith('sh -c if [ -n "${2-}" ]')).length;
 }
 
 test('a sample\'s default service has its exec channel ready when sampleInit returns', async () => {

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { encodeChannelCommand } from '../../src/sandbox/exec-channel/channel-command.js';
 import { FrameParser, type AgentFrame } from '../../src/sandbox/exec-channel/frame-parser.js';
@@ -77,5 +81,85 @@ describe('exec channel protocol', () => {
     assert.deepEqual(encodeChannelCommand(['cat'], { input: 'é' })!.input, Buffer.from('é'));
     const bytes = new Uint8Array([0, 255, 10]);
     assert.deepEqual(encodeChannelCommand(['cat'], { input: bytes })!.input, Buffer.from(bytes));
+  });
+});
+
+describe('native agent protocol', () => {
+  test('its hello is told apart from the sh agent\'s; any other variant is refused', () => {
+    const [native] = parseAll([Buffer.from('H 1 42 setsid stream native\n')]);
+    assert.deepEqual(native, { type: 'hello', pid: 42, setsid: true, mode: 'stream', native: true });
+    const [sh] = parseAll([Buffer.from('H 1 42 - stream\n')]);
+    assert.equal((sh as Extract<AgentFrame, { type: 'hello' }>).native, false);
+    assert.equal(parseAll([Buffer.from('H 1 42 setsid stream other\n')])[0]!.type, 'noise');
+  });
+
+  test('a command travels as NUL-terminated strings: cwd, argc, argv, assignments', () => {
+    const cmd = encodeChannelCommand(['printf', '%s\n', 'a b'], { cwd: '/w d', env: { K: 'v=1\n' } })!;
+    assert.equal(cmd.native.toString('utf8'), '/w d\x003\x00printf\x00%s\n\x00a b\x00K=v=1\n\x00');
+    assert.equal(encodeChannelCommand(['true'], {})!.native.toString('utf8'), '\x001\x00true\x00');
+  });
+
+  const binary = fileURLToPath(new URL('../../native/ct-exec-agent', import.meta.url));
+  test('the built agent, driven directly: stdout streamed, the stderr tail, stdin, env, exit codes, a bad header', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ct-agent-test-'));
+    const agent = spawn(binary, [dir, '200'], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: process.env.PATH, KEEP: 'kept', K: 'old' } });
+    let out = Buffer.alloc(0);
+    let ctl = Buffer.alloc(0);
+    agent.stdout.on('data', (c: Buffer) => (out = Buffer.concat([out, c])));
+    const waiters: (() => void)[] = [];
+    agent.stderr.on('data', (c: Buffer) => {
+      ctl = Buffer.concat([ctl, c]);
+      for (const w of waiters.splice(0)) w();
+    });
+    const until = async (text: string) => {
+      while (!ctl.includes(text)) await new Promise<void>((r) => waiters.push(r));
+    };
+    const call = async (id: number, cap: number, argv: string[], opts: { env?: Record<string, string>; input?: string; cwd?: string } = {}) => {
+      const cmd = encodeChannelCommand(argv, { env: opts.env, input: opts.input, cwd: opts.cwd })!;
+      out = Buffer.alloc(0);
+      ctl = Buffer.alloc(0);
+      agent.stdin.write(Buffer.concat([Buffer.from(`${id} ${cap} ${cmd.input.length} ${cmd.native.length}\n`), cmd.native, cmd.input]));
+      await until(`Z ${id}\n`);
+      return { out: out.toString('latin1'), ctl: ctl.toString('latin1') };
+    };
+    try {
+      await until('\n');
+      assert.match(ctl.toString(), /^H 1 \d+ setsid stream native\n$/);
+
+      const a = await call(1, 10, ['sh', '-c', 'printf 0123456789abcdefghij >&2; printf out; exit 7']);
+      assert.equal(a.out, 'out');
+      assert.match(a.ctl, /^P 1 \d+ 0 0\nX 1 7\nR 1 7 3 3 20 10\nabcdefghijZ 1\n$/);
+
+      const big = await call(2, 5, ['sh', '-c', 'head -c 300000 /dev/zero | tr "\\0" x >&2; echo done']);
+      assert.equal(big.out, 'done\n');
+      assert.match(big.ctl, /R 2 0 5 5 300000 5\nxxxxxZ 2\n$/);
+
+      const env = await call(3, 1000, ['sh', '-c', 'echo "$KEEP $K $NEW"; pwd; cat'], { env: { K: 'new', NEW: 'x y' }, input: 'from stdin', cwd: '/' });
+      assert.equal(env.out, 'kept new x y\n/\nfrom stdin');
+
+      const missing = await call(4, 1000, ['ct-no-such-command']);
+      assert.match(missing.ctl, /^F 4\nX 4 126\nR 4 126 0 0 0 0\nZ 4\n$/);
+      const noCwd = await call(5, 1000, ['true'], { cwd: '/ct-no-such-dir' });
+      assert.match(noCwd.ctl, /^F 5\n/);
+
+      const killed = await call(6, 1000, ['sh', '-c', 'kill -9 $$']);
+      assert.match(killed.ctl, /X 6 137\n/);
+
+      // A background process holding stdout: the call ends after the drain grace (200 ms here).
+      const started = Date.now();
+      const held = await call(7, 1000, ['sh', '-c', 'echo begun; sleep 30 &']);
+      assert.equal(held.out, 'begun\n');
+      assert.ok(Date.now() - started >= 150, `ended after ${Date.now() - started} ms`);
+
+      ctl = Buffer.alloc(0);
+      agent.stdin.write('1 2 x 4\n');
+      await until('\n');
+      assert.equal(ctl.toString(), 'E bad request header\n');
+      assert.equal(await new Promise((r) => agent.on('close', r)), 0);
+      assert.equal(existsSync(dir), false, 'its directory is removed when it exits');
+    } finally {
+      agent.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -12,6 +12,8 @@ import { EXEC_OUTPUT_LIMIT } from '../../src/sandbox/types.js';
 
 const run = promisify(execFile);
 const docker = new DockerCli(new LocalRunner());
+/** The same engine through the docker CLI only (no Engine API for the channels). */
+const dockerCli = new DockerCli(new LocalRunner(), 'docker', { engineApi: false });
 
 /** A fresh container for one describe block; removed afterwards. */
 async function startContainer(image: string, extra: string[] = []): Promise<string> {
@@ -38,8 +40,26 @@ async function pidsOf(container: string, pattern: string): Promise<string[]> {
   return stdout.split('\n').filter(Boolean);
 }
 
-for (const image of ['debian:bookworm-slim', 'busybox:latest']) {
-  describe(`exec channel on ${image}`, () => {
+/** Pids of the channel agents in a container: native ones, and sh ones (or boot scripts). */
+async function agentPids(container: string): Promise<string[]> {
+  return [...(await pidsOf(container, '/*/ct-agent.*/ct-exec-agent /*')), ...(await pidsOf(container, 'sh -c if [ -n "${2-}" ]*'))];
+}
+
+/** The program name of the process that starts commands (the agent): `ct-exec-agent` or `sh`. */
+async function agentName(sb: ContainerSandbox): Promise<string> {
+  return (await sb.exec(['sh', '-c', 'cat /proc/$PPID/comm'])).stdout.trim();
+}
+
+const AGENT_NAME = { native: 'ct-exec-agent', sh: 'sh' } as const;
+
+for (const [image, agent, transport] of [
+  ['debian:bookworm-slim', 'native', 'api'],
+  ['busybox:latest', 'native', 'api'],
+  ['debian:bookworm-slim', 'sh', 'api'],
+  ['busybox:latest', 'sh', 'cli'],
+  ['debian:bookworm-slim', 'native', 'cli'],
+] as const) {
+  describe(`exec channel (${agent} agent, through the ${transport === 'api' ? 'Engine API' : 'docker CLI'}) on ${image}`, () => {
     let container: string;
     let sb: ContainerSandbox;
     let plain: ContainerSandbox;
@@ -47,7 +67,7 @@ for (const image of ['debian:bookworm-slim', 'busybox:latest']) {
 
     before(async () => {
       container = await startContainer(image);
-      sb = new ContainerSandbox(docker, container, 'default', { onNotice: (m) => notices.push(m) });
+      sb = new ContainerSandbox(transport === 'api' ? docker : dockerCli, container, 'default', { execAgent: agent, onNotice: (m) => notices.push(m) });
       plain = new ContainerSandbox(docker, container, 'default', { execChannel: false });
     });
 
@@ -56,8 +76,12 @@ for (const image of ['debian:bookworm-slim', 'busybox:latest']) {
       if (container) await run('docker', ['rm', '--force', container]).catch(() => {});
     });
 
-    test('commands run through the channel, not docker exec', async () => {
+    test(`commands run through the channel (the ${agent} agent), not docker exec`, async () => {
       assert.notEqual(await parentPid(sb), 0);
+      assert.equal(await agentName(sb), AGENT_NAME[agent]);
+      // Through the Engine API no docker client process stays on this machine for the channel.
+      const clients = (await run('ps', ['-eo', 'args'])).stdout.split('\n').filter((l) => l.startsWith(`docker exec -i ${container} `));
+      assert.equal(clients.length, transport === 'api' ? 0 : 1);
       assert.equal(await parentPid(plain), 0);
     });
 
@@ -354,7 +378,7 @@ describe('exec channel warm start', () => {
     try {
       sb.warm();
       await warmed(poolOf(sb));
-      assert.equal((await pidsOf(container, 'sh -c exec 5>&2*')).length, 1, 'one agent running before the first call');
+      assert.equal((await agentPids(container)).length, 1, 'one agent running before the first call');
       assert.notEqual(await parentPid(sb), 0);
       assert.deepEqual(poolOf(sb).stats(), [{ user: '', live: 1, idle: 1, disabled: undefined }]);
     } finally {
@@ -375,7 +399,7 @@ describe('exec channel warm start', () => {
       await warmed(poolOf(sb));
       assert.notEqual(await parentPid(sb), 0, 'once ready, calls use the warm channel');
       assert.deepEqual(poolOf(sb).stats(), [{ user: '', live: 1, idle: 1, disabled: undefined }]);
-      assert.equal((await pidsOf(container, 'sh -c exec 5>&2*')).length, 1);
+      assert.equal((await agentPids(container)).length, 1);
     } finally {
       await sb.close();
       await run('docker', ['rm', '--force', container]).catch(() => {});
@@ -390,7 +414,7 @@ describe('exec channel warm start', () => {
       sb.warm();
       await sb.close();
       await new Promise((r) => setTimeout(r, 2500));
-      assert.deepEqual(await pidsOf(container, 'sh -c exec 5>&2*'), []);
+      assert.deepEqual(await agentPids(container), []);
       assert.deepEqual(notices, []);
     } finally {
       await run('docker', ['rm', '--force', container]).catch(() => {});
@@ -440,5 +464,55 @@ describe('exec channel fallback', () => {
       await sb.close();
     }
   });
+});
 
+describe('exec channel: where the native agent cannot run, the sh agent serves', () => {
+  let container: string;
+
+  before(async () => {
+    // A temporary directory that allows no exec: the native binary cannot start from it.
+    container = await startContainer('debian:bookworm-slim', ['--tmpfs', '/tmp:rw,noexec,nosuid,size=16m']);
+  });
+
+  after(async () => {
+    if (container) await run('docker', ['rm', '--force', container]).catch(() => {});
+  });
+
+  test('a noexec /tmp: calls run through the sh agent, with no notice and nothing left in /tmp', async () => {
+    const notices: string[] = [];
+    const sb = new ContainerSandbox(docker, container, 'default', { onNotice: (m) => notices.push(m) });
+    try {
+      const r = await sb.exec(['sh', '-c', 'echo out; echo err >&2; exit 3']);
+      assert.deepEqual([r.stdout, r.stderr, r.returncode], ['out\n', 'err\n', 3]);
+      assert.equal(await agentName(sb), 'sh');
+      const left = await run('docker', ['exec', container, 'sh', '-c', 'ls -a /tmp | grep ct-agent || true']);
+      assert.equal(left.stdout, '');
+      assert.deepEqual(notices, []);
+    } finally {
+      await sb.close();
+    }
+  });
+});
+
+describe('exec channel (native agent): its temporary directory', () => {
+  test('holds the agent while it runs and is gone once the channel closes', async () => {
+    const container = await startContainer('busybox:latest');
+    const sb = new ContainerSandbox(docker, container, 'default');
+    try {
+      assert.equal(await agentName(sb), 'ct-exec-agent');
+      const during = await run('docker', ['exec', container, 'sh', '-c', 'ls -d /tmp/ct-agent.* && ls -l /tmp/ct-agent.*/']);
+      assert.match(during.stdout, /ct-exec-agent/);
+      assert.match(during.stdout, /^-rwx------/m, 'only its user may read or run it');
+      await sb.close();
+      let left = 'x';
+      for (let i = 0; i < 100 && left; i++) {
+        left = (await run('docker', ['exec', container, 'sh', '-c', 'ls -d /tmp/ct-agent.* 2>/dev/null || true'])).stdout;
+        if (left) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(left, '');
+    } finally {
+      await sb.close();
+      await run('docker', ['rm', '--force', container]).catch(() => {});
+    }
+  });
 });

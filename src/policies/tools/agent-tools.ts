@@ -30,7 +30,14 @@ export interface AgentToolsOptions {
 
 export const DEFAULT_TOOL_OPTIONS: AgentToolsOptions = { bashTimeout: 180, modelOutputLimit: 16_000 };
 
-/** Runs `$1` with bash where the image has it, else with sh, in one exec (no probe round trip). */
+/**
+ * Which shell the bash tool runs commands with in a sandbox: prints bash's path where the image
+ * has it, else `sh`. Asked once per sample, right after the first bash call (which runs through
+ * BASH_OR_SH, so it costs one exec as before), while the model reads that call's output; later
+ * calls exec the shell directly, without an sh in front (on an exec channel, one process start).
+ */
+const SHELL_PROBE = 'command -v bash || echo sh';
+/** Runs `$1` with bash where the image has it, else with sh: for calls made before the probe answered. */
 const BASH_OR_SH = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi';
 /**
  * The shell program (for BASH_OR_SH's `$1`) that runs a command sent on stdin: read whole, then
@@ -68,6 +75,8 @@ class ToolFailure extends Error {
  */
 export class AgentTools {
   private readonly history = new Map<string, string[]>();
+  /** The sandbox's shell for bash calls (SHELL_PROBE), once known. */
+  private shell?: Promise<'bash' | 'sh' | undefined>;
 
   constructor(
     private readonly sandbox: Sandbox,
@@ -155,11 +164,13 @@ export class AgentTools {
       );
     }
     const viaStdin = size > ARGUMENT_COMMAND_LIMIT;
+    const program = viaStdin ? EVAL_STDIN : cmd;
+    const shell = this.shell ? await this.shell : undefined;
     try {
-      const r = await this.sandbox.exec(
-        viaStdin ? ['sh', '-c', BASH_OR_SH, 'sh', EVAL_STDIN] : ['sh', '-c', BASH_OR_SH, 'sh', cmd],
-        { timeout: this.options.bashTimeout, ...(viaStdin ? { input: cmd } : {}) },
-      );
+      const r = await this.sandbox.exec(shell ? [shell, '-c', program] : ['sh', '-c', BASH_OR_SH, 'sh', program], {
+        timeout: this.options.bashTimeout,
+        ...(viaStdin ? { input: cmd } : {}),
+      });
       let out = r.stdout;
       if (r.stderr) out += (out && !out.endsWith('\n') ? '\n' : '') + r.stderr;
       if (r.returncode !== 0) out += `${out && !out.endsWith('\n') ? '\n' : ''}[exit code ${r.returncode}]`;
@@ -170,7 +181,27 @@ export class AgentTools {
         throw new ToolFailure('timeout', `Command timed out after ${this.options.bashTimeout} s.\n${e.stdout}${e.stderr}`);
       }
       throw e;
+    } finally {
+      this.shell ??= this.probeShell();
     }
+  }
+
+  /** bash or sh (SHELL_PROBE); undefined when the sandbox did not answer (asked again after the next call). */
+  private probeShell(): Promise<'bash' | 'sh' | undefined> {
+    return this.sandbox.exec(['sh', '-c', SHELL_PROBE], { timeout: 60 }).then(
+      (r) => {
+        const said = r.stdout.trim();
+        if (r.returncode === 0 && said.startsWith('/')) return 'bash';
+        if (r.returncode === 0 && said === 'sh') return 'sh';
+        this.shell = undefined;
+        return undefined;
+      },
+      () => {
+        // A sandbox gone is reported by the next call itself.
+        this.shell = undefined;
+        return undefined;
+      },
+    );
   }
 
   private async textEditor(args: Record<string, unknown>): Promise<string> {

@@ -11,6 +11,7 @@ import { argvTooLong } from '../argv-limit.js';
 import { withSizes } from '../exec-result.js';
 import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scripts.js';
 import { ExecChannelPool } from '../exec-channel/channel-pool.js';
+import type { ExecAgentKind } from '../exec-channel/native-agent.js';
 import type { ChannelOutcome } from '../exec-channel/types.js';
 import { EXEC_OUTPUT_LIMIT, READ_FILE_LIMIT, type ExecOptions, type ExecResult, type Sandbox } from '../types.js';
 import type { DockerCli } from './docker-cli.js';
@@ -29,6 +30,8 @@ export interface ContainerSandboxOptions {
    * a few ms a call instead of a `docker exec` each. False: one `docker exec` per call.
    */
   execChannel?: boolean;
+  /** The exec channels' agent (default `native`; `sh`: the shell agent only). */
+  execAgent?: ExecAgentKind;
   /** Told once when this sandbox falls back from its exec channel to plain docker exec. */
   onNotice?: (message: string) => void;
 }
@@ -49,9 +52,16 @@ export class ContainerSandbox implements Sandbox {
   ) {
     if (options.execChannel !== false) {
       this.channels = new ExecChannelPool({
-        host: { runner: docker.runner, docker: docker.binary, containerId, kill: (pids, user) => this.kill(pids, user) },
+        host: {
+          runner: docker.runner,
+          docker: docker.binary,
+          containerId,
+          kill: (pids, user) => this.kill(pids, user),
+          ...(docker.engine && { startExec: (cmd: string[], user: string | undefined) => docker.engine!.start(containerId, cmd, user) }),
+        },
         service,
         onNotice: options.onNotice,
+        agent: options.execAgent,
       });
     }
   }

@@ -1,3 +1,4 @@
+import { EngineExec } from './engine-exec.js';
 import type { CommandRunner, RunOptions, RunResult } from '../../host/command-runner.js';
 import { SandboxUnavailableError } from '../../errors.js';
 import { backoffDelays, sleep } from '../../host/backoff.js';
@@ -18,10 +19,17 @@ export interface DockerCallOptions extends RunOptions {
  * setup scripts must not run twice).
  */
 export class DockerCli {
+  /** The local engine's API, for the exec channels (EngineExec); unset for remote hosts. */
+  readonly engine?: EngineExec;
+
+  /** `engineApi: false` keeps every call on the CLI (tests and benches compare the two). */
   constructor(
     readonly runner: CommandRunner,
     readonly binary = 'docker',
-  ) {}
+    options: { engineApi?: boolean } = {},
+  ) {
+    if (runner.target === 'local' && binary === 'docker' && options.engineApi !== false) this.engine = EngineExec.local();
+  }
 
   async call(args: string[], options: DockerCallOptions = {}): Promise<RunResult> {
     const attempts = options.idempotent ? (options.attempts ?? 3) : 1;

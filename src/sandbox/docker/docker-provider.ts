@@ -13,6 +13,7 @@ import type {
 } from '../types.js';
 import { ComposeCommand, type ComposePreference } from './compose.js';
 import { readComposeFile, type ComposeFileInfo } from './compose-file.js';
+import type { ExecAgentKind } from '../exec-channel/native-agent.js';
 import { ContainerSandbox } from './container-sandbox.js';
 import { DockerCli, lastLines } from './docker-cli.js';
 import { SubnetPool } from './subnet-pool.js';
@@ -38,6 +39,8 @@ export interface DockerProviderOptions {
    * ms a call instead of a `docker exec` each. False: one `docker exec` per call.
    */
   execChannel?: boolean;
+  /** The exec channels' agent (default `native`, which falls back to `sh` by itself). */
+  execAgent?: ExecAgentKind;
   /** Warnings worth a log line, e.g. a sandbox whose image cannot host an exec channel. */
   onNotice?: (message: string) => void;
 }
@@ -199,7 +202,7 @@ export class DockerProvider implements SandboxProvider {
           ctx.onNotice?.(m);
           this.options.onNotice?.(m);
         };
-        const sandboxOptions = { execChannel: this.options.execChannel, onNotice: notice };
+        const sandboxOptions = { execChannel: this.options.execChannel, execAgent: this.options.execAgent, onNotice: notice };
         for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
         this.live.set(sandboxes, state);
         // The agent's tool calls go to `default`: its exec channel starts now, and the sample

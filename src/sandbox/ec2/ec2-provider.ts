@@ -303,6 +303,7 @@ export class Ec2Provider implements SandboxProvider {
       startTimeout: config.sandbox.start_timeout,
       networkPool: config.sandbox.network_pool,
       execChannel: config.sandbox.exec_channel,
+      execAgent: config.sandbox.exec_agent,
       onNotice: this.ctx.onNotice,
       stageComposeFile: (env) => stager.stage(env),
     });

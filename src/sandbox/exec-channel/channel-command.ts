@@ -1,4 +1,5 @@
 import type { ExecOptions } from '../types.js';
+import { encodeNativePayload } from './native-agent.js';
 import type { ChannelCommand } from './types.js';
 
 /**
@@ -36,7 +37,8 @@ export function encodeChannelCommand(cmd: string[], options: ExecOptions): Chann
       : typeof options.input === 'string'
         ? Buffer.from(options.input, 'utf8')
         : Buffer.from(options.input.buffer, options.input.byteOffset, options.input.byteLength);
-  return { script: Buffer.from(script, 'utf8'), input };
+  const native = encodeNativePayload(cmd, options.cwd, env)!;
+  return { script: Buffer.from(script, 'utf8'), input, native };
 }
 
 function quote(s: string): string {

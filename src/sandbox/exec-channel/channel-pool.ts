@@ -1,6 +1,7 @@
 import type { ExecOptions } from '../types.js';
 import { encodeChannelCommand } from './channel-command.js';
 import { ChannelStartError, ExecChannel } from './exec-channel.js';
+import type { ExecAgentKind } from './native-agent.js';
 import type { ChannelHost, ChannelOutcome, ChannelRunOptions } from './types.js';
 
 export interface ExecChannelPoolOptions {
@@ -20,6 +21,8 @@ export interface ExecChannelPoolOptions {
    * The agent does so by itself on kernels without /proc/PID/io; this is how tests reach it.
    */
   fileStdout?: boolean;
+  /** The agent channels start (default `native`, which falls back to `sh` by itself). */
+  agent?: ExecAgentKind;
 }
 
 /**
@@ -164,7 +167,7 @@ export class ExecChannelPool {
   /** Starts a channel; `warm` when no call waits for it (warm()). Resolves when the start has ended. */
   private spawn(pool: UserPool, warm: boolean): Promise<void> {
     pool.starting++;
-    return ExecChannel.start(this.options.host, pool.user, this.options.fileStdout).then(
+    return ExecChannel.start(this.options.host, pool.user, this.options.fileStdout, this.options.agent).then(
       (ch) => {
         pool.starting--;
         if (warm) pool.warming--;

@@ -3,6 +3,7 @@ import { TailBuffer } from '../../host/tail-buffer.js';
 import { CHANNEL_AGENT } from './agent-script.js';
 import { INLINE_SCRIPT_LIMIT } from './channel-command.js';
 import { FrameParser, type AgentFrame } from './frame-parser.js';
+import { NATIVE_BOOT, nativeAgentBinary, type ExecAgentKind } from './native-agent.js';
 import type { ChannelCommand, ChannelHost, ChannelOutcome, ChannelRunOptions } from './types.js';
 
 /** How long the agent may take to say hello (a `docker exec` start plus a few probes). */
@@ -71,16 +72,22 @@ export class ExecChannel {
   private readers?: [number, number];
   private hello?: { resolve: () => void; reject: (e: ChannelStartError) => void };
   private readonly closedListeners: (() => void)[] = [];
+  /** Which agent answered the hello. */
+  agent: ExecAgentKind = 'sh';
 
   private constructor(
     private readonly host: ChannelHost,
     readonly user: string | undefined,
     private readonly fileStdout: boolean,
+    private readonly wanted: ExecAgentKind,
   ) {}
 
-  /** Starts an agent and waits for its hello; `fileStdout` forces stdout through a file. */
-  static async start(host: ChannelHost, user: string | undefined, fileStdout = false): Promise<ExecChannel> {
-    const ch = new ExecChannel(host, user, fileStdout);
+  /**
+   * Starts an agent and waits for its hello. `fileStdout` forces the sh agent with stdout
+   * through a file; `agent` is the native one by default, which falls back to sh by itself.
+   */
+  static async start(host: ChannelHost, user: string | undefined, fileStdout = false, agent: ExecAgentKind = 'native'): Promise<ExecChannel> {
+    const ch = new ExecChannel(host, user, fileStdout, agent);
     await ch.open();
     return ch;
   }
@@ -92,20 +99,25 @@ export class ExecChannel {
   }
 
   private async open(): Promise<void> {
-    const argv = [this.host.docker, 'exec', '-i'];
-    if (this.user) argv.push('--user', this.user);
-    argv.push(this.host.containerId, 'sh', '-c', CHANNEL_AGENT, 'sh', ...(this.fileStdout ? ['file'] : []));
+    const binary = this.wanted === 'native' && !this.fileStdout ? nativeAgentBinary() : undefined;
+    const cmd = ['sh', '-c', NATIVE_BOOT + CHANNEL_AGENT, 'sh', this.fileStdout ? 'file' : 'stream'];
+    if (binary) cmd.push(String(binary.length), String(DRAIN_GRACE_MS));
+    const argv = [this.host.docker, 'exec', '-i', ...(this.user ? ['--user', this.user] : []), this.host.containerId, ...cmd];
     const ready = new Promise<void>((resolve, reject) => (this.hello = { resolve, reject }));
+    // Awaited below once the process runs; a start that fails before that rejects it unawaited.
+    ready.catch(() => {});
     // Docker's own complaints (no such user, container gone) arrive on the control stream too.
     const early = new TailBuffer(2048);
     let proc: RunningProcess;
     try {
-      proc = await this.host.runner.start(argv);
+      proc = await this.startProcess(cmd, argv);
     } catch (e) {
       this.shut(`could not start docker exec: ${(e as Error).message}`);
       throw new ChannelStartError(this.closeReason, 'exec');
     }
     this.proc = proc;
+    // Nothing else is sent before the hello (the boot script may read ahead of the binary).
+    if (binary) proc.stdin.write(binary);
     proc.stdout.on('data', (c: Buffer) => this.onStdout(c));
     proc.stderr.on('data', (c: Buffer) => {
       if (this.state === 'starting') early.push(c);
@@ -124,6 +136,20 @@ export class ExecChannel {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** The agent's `docker exec`: through the engine's API where the host offers it, else the CLI. */
+  private async startProcess(cmd: string[], argv: string[]): Promise<RunningProcess> {
+    if (this.host.startExec) {
+      try {
+        return await this.host.startExec(cmd, this.user);
+      } catch (e) {
+        // The daemon's own refusal (no such container, no such user) is the answer; only a
+        // socket that cannot be reached sends the start to the CLI.
+        if ((e as Error).message.startsWith('Error response from daemon:')) throw e;
+      }
+    }
+    return this.host.runner.start(argv);
   }
 
   /** Runs one command; the channel must be idle. Never throws: failures are outcomes. */
@@ -152,10 +178,16 @@ export class ExecChannel {
           }, options.timeoutMs),
         );
       }
-      const inline = command.script.length <= INLINE_SCRIPT_LIMIT;
-      const header = `${id} ${options.maxOutput} ${command.input.length} ${inline ? 0 : command.script.length}\n`;
-      const parts = [Buffer.from(header, 'latin1'), command.script];
-      if (inline) parts.push(Buffer.from('\n'));
+      let parts: Buffer[];
+      if (this.agent === 'native') {
+        const header = `${id} ${options.maxOutput} ${command.input.length} ${command.native.length}\n`;
+        parts = [Buffer.from(header, 'latin1'), command.native];
+      } else {
+        const inline = command.script.length <= INLINE_SCRIPT_LIMIT;
+        const header = `${id} ${options.maxOutput} ${command.input.length} ${inline ? 0 : command.script.length}\n`;
+        parts = [Buffer.from(header, 'latin1'), command.script];
+        if (inline) parts.push(Buffer.from('\n'));
+      }
       if (command.input.length > 0) parts.push(command.input);
       this.proc!.stdin.write(Buffer.concat(parts));
     });
@@ -201,6 +233,7 @@ export class ExecChannel {
     if (f.type === 'noise') return; // kept in the start-up text for the message if the start fails
     if (f.type === 'hello') {
       if (this.state === 'starting') {
+        this.agent = f.native ? 'native' : 'sh';
         this.state = 'idle';
         this.hello?.resolve();
       }
@@ -219,16 +252,21 @@ export class ExecChannel {
         return;
       case 'started':
         call.started = { pid: f.pid, readers: f.readers };
-        this.readers = f.readers;
+        // The native agent has no reader processes (0 0): it ends the drain itself.
+        if (f.readers[0] > 0) this.readers = f.readers;
         if (call.killPending) this.killGroup(call);
         return;
-      case 'exited':
+      case 'exited': {
         call.exitCode = f.code;
         if (!call.started) return;
+        const readers = call.started.readers.filter((r) => r > 0).map(String);
         call.timers.push(
-          setTimeout(() => this.killThen(call, call.started!.readers.map(String), 'output readers did not stop'), DRAIN_GRACE_MS),
+          readers.length > 0
+            ? setTimeout(() => this.killThen(call, readers, 'output readers did not stop'), DRAIN_GRACE_MS)
+            : setTimeout(() => this.abandon(call, 'the agent did not end the output drain'), DRAIN_GRACE_MS + KILL_BACKSTOP_MS),
         );
         return;
+      }
       case 'result':
         call.result = f;
         // Uncounted stdout: the agent exits, and the end of the stream completes the call.

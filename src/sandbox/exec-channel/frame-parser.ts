@@ -1,6 +1,6 @@
 /** What the agent says on its control stream, one event per frame (see CHANNEL_AGENT). */
 export type AgentFrame =
-  | { type: 'hello'; pid: number; setsid: boolean; mode: 'stream' | 'file' }
+  | { type: 'hello'; pid: number; setsid: boolean; mode: 'stream' | 'file'; native: boolean }
   /** A line before the hello that is not a frame: docker's own words (a warning, an error). */
   | { type: 'noise'; line: string }
   | { type: 'refused'; reason: string }
@@ -91,10 +91,10 @@ export class FrameParser {
     };
     switch (tag) {
       case 'H':
-        if (f[0] !== '1' || f.length !== 4 || (f[3] !== 'stream' && f[3] !== 'file')) {
+        if (f[0] !== '1' || (f.length !== 4 && !(f.length === 5 && f[4] === 'native')) || (f[3] !== 'stream' && f[3] !== 'file')) {
           throw new Error(`unsupported agent: ${JSON.stringify(line.slice(0, 80))}`);
         }
-        return { type: 'hello', pid: Number(f[1]), setsid: f[2] !== '-', mode: f[3] };
+        return { type: 'hello', pid: Number(f[1]), setsid: f[2] !== '-', mode: f[3], native: f.length === 5 };
       case 'E':
         return { type: 'refused', reason: f.join(' ') };
       case 'F':

@@ -4,15 +4,16 @@
  * in a few ms).
  *
  * Glossary:
- *   agent     the sh program (CHANNEL_AGENT) running inside the container, one per channel.
+ *   agent     the program running inside the container, one per channel: the native binary
+ *             (native/ct-exec-agent.c) where it runs, else the sh program CHANNEL_AGENT.
  *   channel   one agent plus the host process feeding it (`docker exec -i ... sh -c AGENT`);
  *             runs one command at a time.
  *   pool      the channels of one sandbox, grouped by the user they run as.
  *   plain     the fallback: one `docker exec` per command, as without a channel.
- *   reader    a `cat` inside the container that drains one output stream (stdout or stderr)
- *             of a batch of 32 calls, one FIFO per call.
+ *   reader    (sh agent) a `cat` inside the container that drains one output stream (stdout
+ *             or stderr) of a batch of 32 calls, one FIFO per call. The native agent has none.
  */
-import type { CommandRunner } from '../../host/command-runner.js';
+import type { CommandRunner, RunningProcess } from '../../host/command-runner.js';
 
 /** What a channel needs of the Docker host. */
 export interface ChannelHost {
@@ -20,6 +21,11 @@ export interface ChannelHost {
   /** The docker binary on the host. */
   docker: string;
   containerId: string;
+  /**
+   * Starts `docker exec -i [--user U] CONTAINER cmd...` without the docker CLI (a local engine's
+   * API, see EngineExec); when absent, or when it cannot reach the engine, the CLI is used.
+   */
+  startExec?(cmd: string[], user: string | undefined): Promise<RunningProcess>;
   /**
    * Sends SIGKILL to pids (negative: process groups) inside the container, as `user` (the
    * channel's own), never as root: the pids come from the agent, which a command running as
@@ -33,6 +39,8 @@ export interface ChannelCommand {
   /** The sh script that sets argv, cwd and env (single-quoted words only). */
   script: Buffer;
   input: Buffer;
+  /** The same command for the native agent (see native-agent.ts). */
+  native: Buffer;
 }
 
 export interface ChannelRunOptions {

@@ -1,0 +1,569 @@
+/*
+ * ct-exec-agent: the exec channel's native agent (see ../agent-script.ts for the protocol it
+ * shares with the sh agent, and native-agent.ts for how it gets into a container).
+ *
+ * A static binary, so it runs in any x86_64 image (busybox, distroless with a sh) whatever its
+ * libc. The host streams it into a private temporary directory through the channel's own
+ * `docker exec -i` and execs it; where it cannot run (another architecture, a noexec /tmp)
+ * the sh agent takes over in the same exec.
+ *
+ * Why native: per call the sh agent pays two process starts of its own (a subshell and
+ * `setsid`) plus byte-at-a-time reads, ~2-3 ms on a 2-CPU host, more than the command itself.
+ * Here a call is one fork with setsid() in the child and the command's exec; the outputs are
+ * two pipes read with poll(). Per call:
+ *
+ *   host -> agent  `<id> <cap> <stdin bytes> <payload bytes>\n`, then the payload, then stdin.
+ *                  payload: NUL-terminated strings: the cwd (empty: none), argc, argv[0..argc),
+ *                  then NAME=value assignments laid over the agent's environment.
+ *   agent -> host  the same frames as the sh agent: `F <id>` (cwd or command not found) or
+ *                  `P <id> <pid> 0 0` (no reader processes), `X <id> <code>`,
+ *                  `R <id> <code> <out total> <out total> <err total> <err sent>`, the last
+ *                  <err sent> bytes of stderr, `Z <id>`. Stdout bytes go to the channel's stdout
+ *                  as they come; stderr keeps its last <cap> bytes in memory.
+ *
+ * Hello: `H 1 <pid> setsid stream native`. The command runs in its own session (process group
+ * = pid, for the host's timeout kill), with default signal dispositions and an empty signal
+ * mask, stdin from the request's bytes (a memfd, else an unlinked file) or /dev/null. When the
+ * command has exited but something it started still holds its stdout or stderr, the agent
+ * reads on for the drain grace (argv[2], ms), then closes the pipes: those processes see a
+ * closed pipe, as after `docker exec` returns.
+ *
+ * The agent ignores TERM, INT and HUP (a task's `pkill` must not take the channel down) and
+ * exits when its stdin closes, removing its directory (argv[1]).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define MAX_HEADER 512
+#define MAX_PAYLOAD (16u * 1024 * 1024)
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static const char *agent_dir = "";
+static long drain_ms = 2000;
+static int chld_pipe[2] = {-1, -1};
+
+/* ------------------------------------------------------------------ output helpers */
+
+static void write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      _exit(0); /* the host is gone */
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/*
+ * Control lines are queued and written together (flush): each write is a message through
+ * containerd's shim, dockerd and the docker client, so a short call's X, R and Z travel as one.
+ */
+static char ctl[4096];
+static size_t ctl_len;
+
+static void flush(void) {
+  if (ctl_len > 0) write_all(2, ctl, ctl_len);
+  ctl_len = 0;
+}
+
+static void control(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void control(const char *fmt, ...) {
+  if (ctl_len > sizeof ctl - MAX_HEADER) flush();
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(ctl + ctl_len, MAX_HEADER, fmt, ap);
+  va_end(ap);
+  if (n > 0) ctl_len += (size_t)n < MAX_HEADER ? (size_t)n : MAX_HEADER - 1;
+}
+
+static void cleanup_and_exit(int code) {
+  if (agent_dir[0] == '/') {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ct-exec-agent", agent_dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/i", agent_dir);
+    unlink(path);
+    rmdir(agent_dir);
+  }
+  exit(code);
+}
+
+static void refuse(const char *reason) {
+  control("E %s\n", reason);
+  flush();
+  cleanup_and_exit(0);
+}
+
+/* ------------------------------------------------------------------ buffered stdin */
+
+static char inbuf[65536];
+static size_t in_start, in_end;
+
+/* 0 at end of input. */
+static int fill(void) {
+  if (in_start == in_end) in_start = in_end = 0;
+  for (;;) {
+    ssize_t r = read(0, inbuf + in_end, sizeof inbuf - in_end);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    in_end += (size_t)r;
+    return 1;
+  }
+}
+
+/* One line without its newline; 0 at end of input; refuses a line that is too long. */
+static int read_line(char *out, size_t cap) {
+  size_t n = 0;
+  for (;;) {
+    while (in_start < in_end) {
+      char c = inbuf[in_start++];
+      if (c == '\n') {
+        out[n] = 0;
+        return 1;
+      }
+      if (n + 1 >= cap) refuse("bad request header");
+      out[n++] = c;
+    }
+    if (!fill()) {
+      if (n > 0) refuse("bad request header");
+      return 0;
+    }
+  }
+}
+
+/* Exactly n bytes, to dst (or to fd when dst is NULL and fd >= 0, or dropped). */
+static void read_exact(char *dst, int fd, size_t n) {
+  while (n > 0) {
+    if (in_start == in_end && !fill()) cleanup_and_exit(0);
+    size_t k = in_end - in_start;
+    if (k > n) k = n;
+    if (dst) {
+      memcpy(dst, inbuf + in_start, k);
+      dst += k;
+    } else if (fd >= 0) {
+      write_all(fd, inbuf + in_start, k);
+    }
+    in_start += k;
+    n -= k;
+  }
+}
+
+/* ------------------------------------------------------------------ one call */
+
+static int parse_u64(const char *s, uint64_t *out) {
+  if (!*s) return 0;
+  uint64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return 0;
+    if (v > (UINT64_MAX - 9) / 10) return 0;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* A file holding the command's stdin, positioned at its start. */
+static int stdin_file(uint64_t n) {
+  if (n == 0) return open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int fd = (int)syscall(SYS_memfd_create, "ct-stdin", 1u /* MFD_CLOEXEC */);
+  if (fd < 0) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/i", agent_dir);
+    mkdir(agent_dir, 0700); /* a task may have emptied /tmp */
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) unlink(path);
+  }
+  if (fd < 0) {
+    read_exact(NULL, -1, n);
+    return -1;
+  }
+  read_exact(NULL, fd, n);
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+/* The agent's environment with `NAME=value` assignments laid over it. */
+static char **command_env(char **assign, size_t count) {
+  size_t base = 0;
+  while (environ[base]) base++;
+  char **env = calloc(base + count + 1, sizeof *env);
+  if (!env) return NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < base; i++) {
+    const char *eq = strchr(environ[i], '=');
+    size_t klen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+    int replaced = 0;
+    for (size_t j = 0; j < count; j++) {
+      if (strncmp(assign[j], environ[i], klen) == 0 && assign[j][klen] == '=') replaced = 1;
+    }
+    if (!replaced) env[n++] = environ[i];
+  }
+  for (size_t j = 0; j < count; j++) {
+    /* a name given twice: the last one wins */
+    const char *eq = strchr(assign[j], '=');
+    size_t klen = (size_t)(eq - assign[j]);
+    int later = 0;
+    for (size_t k = j + 1; k < count; k++) {
+      if (strncmp(assign[k], assign[j], klen + 1) == 0) later = 1;
+    }
+    if (!later) env[n++] = assign[j];
+  }
+  env[n] = NULL;
+  return env;
+}
+
+/* execve, and for a file the kernel cannot run (no `#!`), sh with the file, as sh does. */
+static void exec_file(const char *path, char **argv, char **env) {
+  execve(path, argv, env);
+  if (errno != ENOEXEC) return;
+  size_t argc = 0;
+  while (argv[argc]) argc++;
+  char **sh = calloc(argc + 2, sizeof *sh);
+  if (!sh) return;
+  sh[0] = "sh";
+  sh[1] = (char *)path;
+  for (size_t i = 1; i <= argc; i++) sh[i + 1] = argv[i];
+  execve("/bin/sh", sh, env);
+}
+
+/* `name` as seen from the command's cwd (into buf): relative names resolve against cwd. */
+static const char *from_cwd(const char *cwd, const char *name, char *buf, size_t cap) {
+  if (name[0] == '/' || !cwd[0]) return name;
+  if ((size_t)snprintf(buf, cap, "%s/%s", cwd, name) >= cap) return NULL;
+  return buf;
+}
+
+static int runnable(const char *path) {
+  struct stat st;
+  return path && stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/*
+ * The file sh would run for `file` under the command's PATH and cwd (into buf), or NULL, as the
+ * sh agent's lookup does before it says P: a missing command is F, and docker exec reports it.
+ */
+static const char *find_command(const char *file, const char *cwd, char **env, char *buf, size_t cap) {
+  if (strchr(file, '/')) {
+    const char *p = from_cwd(cwd, file, buf, cap);
+    return runnable(p) ? p : NULL;
+  }
+  if (!file[0]) return NULL;
+  const char *path = NULL;
+  for (char **e = env; *e; e++) {
+    if (strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+  }
+  if (!path) path = DEFAULT_PATH;
+  char dir[4096], joined[4096];
+  for (const char *p = path;;) {
+    const char *colon = strchr(p, ':');
+    size_t dlen = colon ? (size_t)(colon - p) : strlen(p);
+    if (dlen < sizeof dir) {
+      memcpy(dir, p, dlen);
+      dir[dlen] = 0;
+      if ((size_t)snprintf(joined, sizeof joined, "%s/%s", dlen ? dir : ".", file) < sizeof joined) {
+        const char *q = from_cwd(cwd, joined, buf, cap);
+        if (q == joined && strlen(joined) < cap) q = strcpy(buf, joined);
+        if (runnable(q)) return q;
+      }
+    }
+    if (!colon) return NULL;
+    p = colon + 1;
+  }
+}
+
+/* The cwd a command may start in (the sh agent's `cd` would succeed). */
+static int cwd_ok(const char *cwd) {
+  struct stat st;
+  return !cwd[0] || (stat(cwd, &st) == 0 && S_ISDIR(st.st_mode) && access(cwd, X_OK) == 0);
+}
+
+/* Keeps the last `cap` bytes written to it: a buffer grown as needed up to cap, then a ring. */
+struct tail {
+  char *buf;
+  size_t cap, alloc, len, head; /* head: the oldest byte, once the ring is full */
+  uint64_t total;
+  int failed;
+};
+
+static void tail_push(struct tail *t, const char *p, size_t n) {
+  t->total += n;
+  if (t->cap == 0 || t->failed) return;
+  if (n >= t->cap) {
+    p += n - t->cap;
+    n = t->cap;
+    t->len = t->head = 0; /* everything kept so far is older than these bytes */
+  }
+  if (t->len < t->cap) {
+    size_t k = n < t->cap - t->len ? n : t->cap - t->len;
+    if (t->len + k > t->alloc) {
+      size_t na = t->alloc ? t->alloc : 65536;
+      while (na < t->len + k) na *= 2;
+      if (na > t->cap) na = t->cap;
+      char *nb = realloc(t->buf, na);
+      if (!nb) {
+        t->failed = 1;
+        return;
+      }
+      t->buf = nb;
+      t->alloc = na;
+    }
+    memcpy(t->buf + t->len, p, k);
+    t->len += k;
+    p += k;
+    n -= k;
+  }
+  while (n > 0) {
+    size_t k = t->cap - t->head < n ? t->cap - t->head : n;
+    memcpy(t->buf + t->head, p, k);
+    t->head = (t->head + k) % t->cap;
+    p += k;
+    n -= k;
+  }
+}
+
+/* How many bytes tail_send sends. */
+static size_t tail_size(const struct tail *t) { return t->failed ? 0 : t->len; }
+
+/* Sends the kept bytes, oldest first. */
+static void tail_send(const struct tail *t, int fd) {
+  if (tail_size(t) == 0) return;
+  write_all(fd, t->buf + t->head, t->len - t->head);
+  write_all(fd, t->buf, t->head);
+}
+
+static void on_chld(int sig) {
+  (void)sig;
+  int e = errno;
+  if (chld_pipe[1] >= 0) (void)!write(chld_pipe[1], "c", 1);
+  errno = e;
+}
+
+static void on_ignored(int sig) { (void)sig; }
+
+static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int in_fd) {
+  /* payload: cwd \0 argc \0 argv... \0 assignments... \0 */
+  size_t nf = 0;
+  for (size_t i = 0; i < plen; i++) nf += payload[i] == 0;
+  char **fields = calloc(nf + 1, sizeof *fields);
+  if (!fields) refuse("out of memory");
+  nf = 0;
+  for (size_t i = 0, start = 0; i < plen; i++) {
+    if (payload[i] == 0) {
+      fields[nf++] = payload + start;
+      start = i + 1;
+    }
+  }
+  uint64_t argc;
+  if (nf < 3 || !parse_u64(fields[1], &argc) || argc < 1 || argc > nf - 2) refuse("bad request payload");
+  char *cwd = fields[0];
+  char **argv = calloc(argc + 1, sizeof *argv);
+  if (!argv) refuse("out of memory");
+  for (uint64_t i = 0; i < argc; i++) argv[i] = fields[2 + i];
+  char **assign = fields + 2 + argc;
+  size_t nassign = nf - 2 - argc;
+  for (size_t i = 0; i < nassign; i++) {
+    if (!strchr(assign[i], '=') || assign[i][0] == '=') refuse("bad request payload");
+  }
+  char **env = command_env(assign, nassign);
+  if (!env) refuse("out of memory");
+
+  char found[4096];
+  const char *file = cwd_ok(cwd) ? find_command(argv[0], cwd, env, found, sizeof found) : NULL;
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  pid_t pid = -1;
+  if (file) {
+    if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) refuse("cannot create pipes");
+    pid = fork();
+  }
+  if (pid < 0) {
+    /* Not started (cwd or command missing, or no fork): the host runs it with docker exec. */
+    if (out[0] >= 0) close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+    control("F %llu\nX %llu 126\nR %llu 126 0 0 0 0\nZ %llu\n", (unsigned long long)id, (unsigned long long)id,
+            (unsigned long long)id, (unsigned long long)id);
+    free(argv);
+    free(env);
+    free(fields);
+    flush();
+    return;
+  }
+  if (pid == 0) {
+    setsid();
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int in = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
+    if (in < 0 || dup2(in, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(126);
+    if (cwd[0] && chdir(cwd) != 0) {
+      dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
+      _exit(126);
+    }
+    exec_file(file, argv, env);
+    int e = errno;
+    dprintf(2, "%s: %s\n", argv[0], strerror(e));
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  close(out[1]);
+  close(err[1]);
+  free(argv);
+  free(env);
+  free(fields);
+
+  /* P is written before the command can run a line of its own (its exec takes far longer),
+     so a command that kills the agent at once is never taken for one that did not start. */
+  control("P %llu %d 0 0\n", (unsigned long long)id, (int)pid);
+  flush();
+
+  struct tail errs = {.cap = (size_t)cap};
+  uint64_t out_total = 0;
+  int code = -1;
+  long deadline = 0;
+  int out_open = 1, err_open = 1;
+
+  static char chunk[65536];
+  while (code < 0 || out_open || err_open) {
+    struct pollfd p[3];
+    int np = 0, io = -1, ie = -1;
+    if (out_open) p[io = np++] = (struct pollfd){.fd = out[0], .events = POLLIN};
+    if (err_open) p[ie = np++] = (struct pollfd){.fd = err[0], .events = POLLIN};
+    int ic = np;
+    p[np++] = (struct pollfd){.fd = chld_pipe[0], .events = POLLIN};
+    long now = now_ms();
+    int timeout = 200; /* waitpid again now and then, whatever the signal did */
+    if (code >= 0) {
+      long left = deadline - now;
+      if (left <= 0) break;
+      timeout = (int)left;
+    }
+    /* X goes as soon as nothing is left to read at once; with R and Z when the drain ends too. */
+    if (ctl_len > 0) {
+      struct pollfd q[2];
+      int nq = 0;
+      if (out_open) q[nq++] = (struct pollfd){.fd = out[0], .events = POLLIN};
+      if (err_open) q[nq++] = (struct pollfd){.fd = err[0], .events = POLLIN};
+      if (nq == 0 || poll(q, (nfds_t)nq, 0) == 0) flush();
+    }
+    int r = poll(p, (nfds_t)np, timeout);
+    if (r < 0 && errno != EINTR) break;
+    if (io >= 0 && (p[io].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t n = read(out[0], chunk, sizeof chunk);
+      if (n > 0) {
+        write_all(1, chunk, (size_t)n);
+        out_total += (uint64_t)n;
+      } else if (n == 0 || errno != EINTR) {
+        out_open = 0;
+      }
+    }
+    if (ie >= 0 && (p[ie].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t n = read(err[0], chunk, sizeof chunk);
+      if (n > 0) tail_push(&errs, chunk, (size_t)n);
+      else if (n == 0 || errno != EINTR) err_open = 0;
+    }
+    if (p[ic].revents & POLLIN) {
+      char drop[64];
+      (void)!read(chld_pipe[0], drop, sizeof drop);
+    }
+    if (code < 0) {
+      int st;
+      pid_t w = waitpid(pid, &st, WNOHANG);
+      if (w == pid) {
+        code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        control("X %llu %d\n", (unsigned long long)id, code);
+        deadline = now_ms() + drain_ms;
+      }
+    }
+  }
+  /* Past the drain grace: whatever still holds the pipes now writes into closed ones. */
+  close(out[0]);
+  close(err[0]);
+  size_t sent = tail_size(&errs);
+  control("R %llu %d %llu %llu %llu %llu\n", (unsigned long long)id, code, (unsigned long long)out_total,
+          (unsigned long long)out_total, (unsigned long long)errs.total, (unsigned long long)sent);
+  if (sent > 0) {
+    flush();
+    tail_send(&errs, 2);
+  }
+  control("Z %llu\n", (unsigned long long)id);
+  flush();
+  free(errs.buf);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "-p") == 0) return 0; /* the boot script's probe */
+  if (argc > 1) agent_dir = argv[1];
+  if (argc > 2) {
+    uint64_t v;
+    if (parse_u64(argv[2], &v) && v < 3600000) drain_ms = (long)v;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_ignored;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if (pipe2(chld_pipe, O_CLOEXEC | O_NONBLOCK)) refuse("cannot create pipes");
+  sa.sa_handler = on_chld;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, NULL);
+  /* No descriptor but 0-2 may reach a command. */
+  for (int fd = 3; fd < 64; fd++) {
+    if (fd != chld_pipe[0] && fd != chld_pipe[1]) {
+      int fl = fcntl(fd, F_GETFD);
+      if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+  }
+  control("H 1 %d setsid stream native\n", (int)getpid());
+  flush();
+  char line[MAX_HEADER];
+  while (read_line(line, sizeof line)) {
+    char *f[4];
+    int n = 0;
+    for (char *s = line, *tok; n < 4 && (tok = strsep(&s, " ")); ) f[n++] = tok;
+    uint64_t id, cap, ilen, plen;
+    if (n != 4 || !parse_u64(f[0], &id) || !parse_u64(f[1], &cap) || !parse_u64(f[2], &ilen) || !parse_u64(f[3], &plen) ||
+        plen == 0 || plen > MAX_PAYLOAD || cap > (1ull << 32)) {
+      refuse("bad request header");
+    }
+    char *payload = malloc((size_t)plen + 1);
+    if (!payload) refuse("out of memory");
+    read_exact(payload, -1, (size_t)plen);
+    payload[plen] = 0;
+    int in_fd = stdin_file(ilen);
+    run_call(id, cap, payload, (size_t)plen, in_fd);
+    if (in_fd >= 0) close(in_fd);
+    free(payload);
+  }
+  cleanup_and_exit(0);
+}
