@@ -72,12 +72,12 @@ test('stock Ubuntu, a missing code artifact: tools installed, log uploaded, inst
       const text = await up.Body!.transformToString();
       assert.match(text, /bootstrap failed at step fetch-code/);
       assert.doesNotMatch(text, /step build: start/, 'nothing after the failed step');
-      // Stock Ubuntu: Docker, the AWS CLI and Node 20 (NodeSource) installed at boot.
+      // Stock Ubuntu: Docker, the AWS CLI, a C compiler (the exec agent) and Node 20 (NodeSource) installed at boot.
       assert.match(text, /step install-base: ok in \d+s/);
       assert.match(text, /NodeSource repository for Node 20 configured/);
       assert.deepEqual(inst.installs, [
         'apt-get update -q',
-        'apt-get install -y -q awscli docker.io docker-compose-v2',
+        'apt-get install -y -q awscli docker.io docker-compose-v2 musl-tools',
         'apt-get install -y -q nodejs',
       ]);
     }

@@ -292,8 +292,10 @@ export class InstanceHarness {
       inst.server?.close();
       const pid = inst.process?.pid;
       if (pid && groupAlive(pid)) {
-        if (!abrupt) groupKill(pid, 'SIGTERM');
-        for (let i = 0; i < 50 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+        if (!abrupt) {
+          groupKill(pid, 'SIGTERM');
+          for (let i = 0; i < 50 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+        }
         groupKill(pid, 'SIGKILL');
         for (let i = 0; i < 20 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 50));
       }
