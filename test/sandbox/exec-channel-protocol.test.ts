@@ -93,6 +93,15 @@ describe('native agent protocol', () => {
     assert.equal(parseAll([Buffer.from('H 1 42 setsid stream other\n')])[0]!.type, 'noise');
   });
 
+  test('stdout in O frames is taken by its announced length, whatever it holds', () => {
+    const data = Buffer.from('R 1 0 0 0 0 0\nZ 1\n\0\xff', 'latin1');
+    const stream = Buffer.concat([Buffer.from(`H 1 42 setsid stream native\nP 1 9 0 0\nO 1 ${data.length}\n`), data, Buffer.from('O 1 2\nokX 1 0\nR 1 0 20 20 0 0\nZ 1\n')]);
+    const whole = parseAll([stream]);
+    assert.deepEqual(whole.map((f) => f.type), ['hello', 'started', 'stdout', 'stdout', 'exited', 'result']);
+    assert.deepEqual((whole[2] as Extract<AgentFrame, { type: 'stdout' }>).data, data);
+    assert.deepEqual(parseAll([...stream].map((b) => Buffer.from([b]))), whole);
+  });
+
   test('a command travels as NUL-terminated strings: cwd, argc, argv, assignments', () => {
     const cmd = encodeChannelCommand(['printf', '%s\n', 'a b'], { cwd: '/w d', env: { K: 'v=1\n' } })!;
     assert.equal(cmd.native.toString('utf8'), '/w d\x003\x00printf\x00%s\n\x00a b\x00K=v=1\n\x00');
@@ -103,9 +112,9 @@ describe('native agent protocol', () => {
   test('the built agent, driven directly: stdout streamed, the stderr tail, stdin, env, exit codes, a bad header', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ct-agent-test-'));
     const agent = spawn(binary, [dir, '200'], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: process.env.PATH, KEEP: 'kept', K: 'old' } });
-    let out = Buffer.alloc(0);
+    let stray = Buffer.alloc(0);
     let ctl = Buffer.alloc(0);
-    agent.stdout.on('data', (c: Buffer) => (out = Buffer.concat([out, c])));
+    agent.stdout.on('data', (c: Buffer) => (stray = Buffer.concat([stray, c])));
     const waiters: (() => void)[] = [];
     agent.stderr.on('data', (c: Buffer) => {
       ctl = Buffer.concat([ctl, c]);
@@ -116,11 +125,13 @@ describe('native agent protocol', () => {
     };
     const call = async (id: number, cap: number, argv: string[], opts: { env?: Record<string, string>; input?: string; cwd?: string } = {}) => {
       const cmd = encodeChannelCommand(argv, { env: opts.env, input: opts.input, cwd: opts.cwd })!;
-      out = Buffer.alloc(0);
       ctl = Buffer.alloc(0);
       agent.stdin.write(Buffer.concat([Buffer.from(`${id} ${cap} ${cmd.input.length} ${cmd.native.length}\n`), cmd.native, cmd.input]));
       await until(`Z ${id}\n`);
-      return { out: out.toString('latin1'), ctl: ctl.toString('latin1') };
+      // Stdout comes in O frames on the control stream; the agent's own stdout stays unused.
+      const frames = parseAll([Buffer.from('H 1 1 setsid stream native\n'), ctl]);
+      const out = Buffer.concat(frames.flatMap((f) => (f.type === 'stdout' ? [f.data] : []))).toString('latin1');
+      return { out, ctl: ctl.toString('latin1') };
     };
     try {
       await until('\n');
@@ -128,7 +139,7 @@ describe('native agent protocol', () => {
 
       const a = await call(1, 10, ['sh', '-c', 'printf 0123456789abcdefghij >&2; printf out; exit 7']);
       assert.equal(a.out, 'out');
-      assert.match(a.ctl, /^P 1 \d+ 0 0\nX 1 7\nR 1 7 3 3 20 10\nabcdefghijZ 1\n$/);
+      assert.match(a.ctl, /^P 1 \d+ 0 0\nX 1 7\nO 1 3\noutR 1 7 3 3 20 10\nabcdefghijZ 1\n$/);
 
       const big = await call(2, 5, ['sh', '-c', 'head -c 300000 /dev/zero | tr "\\0" x >&2; echo done']);
       assert.equal(big.out, 'done\n');
@@ -157,6 +168,7 @@ describe('native agent protocol', () => {
       assert.equal(ctl.toString(), 'E bad request header\n');
       assert.equal(await new Promise((r) => agent.on('close', r)), 0);
       assert.equal(existsSync(dir), false, 'its directory is removed when it exits');
+      assert.equal(stray.length, 0, 'nothing on the agent\'s stdout');
     } finally {
       agent.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });

@@ -45,6 +45,11 @@ async function agentPids(container: string): Promise<string[]> {
   return [...(await pidsOf(container, '/*/ct-agent.*/ct-exec-agent /*')), ...(await pidsOf(container, 'sh -c if [ -n "${2-}" ]*'))];
 }
 
+/** Pids of native agents' spares (children forked ahead of the next call). */
+async function sparePids(container: string): Promise<string[]> {
+  return pidsOf(container, 'ct-exec-agent spare*');
+}
+
 /** The program name of the process that starts commands (the agent): `ct-exec-agent` or `sh`. */
 async function agentName(sb: ContainerSandbox): Promise<string> {
   return (await sb.exec(['sh', '-c', 'cat /proc/$PPID/comm'])).stdout.trim();
@@ -92,6 +97,13 @@ for (const [image, agent, transport] of [
       const p = await plain.exec(['sh', '-c', 'pwd; echo "${LEAK-unset} ${VAR-unset}"; umask']);
       assert.equal(r.stdout, p.stdout);
       assert.match(r.stdout, /^\/\nunset unset\n0?022\n$/);
+    });
+
+    test('a command gets the descriptors docker exec gives (0, 1, 2), none of the channel\'s', async () => {
+      const fds = ['sh', '-c', 'ls /proc/$$/fd'];
+      const [a, b] = [await sb.exec(fds), await plain.exec(fds)];
+      assert.equal(a.stdout, b.stdout);
+      assert.match(a.stdout, /^0\n1\n2\n/);
     });
 
     test('the environment is the one docker exec gives, plus what the call sets', async () => {
@@ -494,8 +506,8 @@ describe('exec channel: where the native agent cannot run, the sh agent serves',
   });
 });
 
-describe('exec channel (native agent): its temporary directory', () => {
-  test('holds the agent while it runs and is gone once the channel closes', async () => {
+describe('exec channel (native agent): its temporary directory and processes', () => {
+  test('hold the agent (and its spare) while it runs and are gone once the channel closes', async () => {
     const container = await startContainer('busybox:latest');
     const sb = new ContainerSandbox(docker, container, 'default');
     try {
@@ -503,6 +515,8 @@ describe('exec channel (native agent): its temporary directory', () => {
       const during = await run('docker', ['exec', container, 'sh', '-c', 'ls -d /tmp/ct-agent.* && ls -l /tmp/ct-agent.*/']);
       assert.match(during.stdout, /ct-exec-agent/);
       assert.match(during.stdout, /^-rwx------/m, 'only its user may read or run it');
+      assert.equal((await agentPids(container)).length, 1);
+      assert.equal((await sparePids(container)).length, 1, 'one spare waits for the next call');
       await sb.close();
       let left = 'x';
       for (let i = 0; i < 100 && left; i++) {
@@ -510,6 +524,13 @@ describe('exec channel (native agent): its temporary directory', () => {
         if (left) await new Promise((r) => setTimeout(r, 50));
       }
       assert.equal(left, '');
+      // Neither the agent nor its spare outlives the channel.
+      let procs = ['x'];
+      for (let i = 0; i < 100 && procs.length; i++) {
+        procs = [...(await agentPids(container)), ...(await sparePids(container))];
+        if (procs.length) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.deepEqual(procs, []);
     } finally {
       await sb.close();
       await run('docker', ['rm', '--force', container]).catch(() => {});

@@ -207,6 +207,12 @@ export class ExecChannel {
   }
 
   private onStdout(chunk: Buffer): void {
+    if (this.agent === 'native' && this.state !== 'starting') return this.fail(`stdout bytes outside the control stream: ${JSON.stringify(chunk.subarray(0, 60).toString('latin1'))}`);
+    this.takeStdout(chunk);
+  }
+
+  /** A call's stdout bytes, from the stdout stream (sh agent) or O frames (native agent). */
+  private takeStdout(chunk: Buffer): void {
     const call = this.current;
     if (!call) {
       if (this.state !== 'closed') this.fail(`stdout bytes outside any call (${this.state}): ${JSON.stringify(chunk.subarray(0, 60).toString('latin1'))}`);
@@ -250,6 +256,8 @@ export class ExecChannel {
       case 'not-started':
         call.exitCode = -1;
         return;
+      case 'stdout':
+        return this.takeStdout(f.data);
       case 'started':
         call.started = { pid: f.pid, readers: f.readers };
         // The native agent has no reader processes (0 0): it ends the drain itself.

@@ -7,6 +7,8 @@ export type AgentFrame =
   | { type: 'not-started'; id: number }
   | { type: 'started'; id: number; pid: number; readers: [number, number] }
   | { type: 'exited'; id: number; code: number }
+  /** Stdout bytes on the control stream (the native agent's way; the sh agent uses stdout). */
+  | { type: 'stdout'; id: number; data: Buffer }
   | {
       type: 'result';
       id: number;
@@ -32,6 +34,8 @@ export class FrameParser {
   private length = 0;
   /** Set while the stderr payload of a result frame is awaited. */
   private pending?: Omit<Extract<AgentFrame, { type: 'result' }>, 'stderr' | 'type'> & { stderrSent: number };
+  /** Set while the bytes of an O frame are awaited. */
+  private pendingStdout?: { id: number; size: number };
   private greeted = false;
 
   push(chunk: Buffer): AgentFrame[] {
@@ -46,6 +50,12 @@ export class FrameParser {
   }
 
   private next(): AgentFrame | undefined {
+    if (this.pendingStdout) {
+      const { id, size } = this.pendingStdout;
+      if (this.length < size) return undefined;
+      this.pendingStdout = undefined;
+      return { type: 'stdout', id, data: this.take(size) };
+    }
     if (this.pending) {
       const p = this.pending;
       const need = p.stderrSent;
@@ -102,6 +112,12 @@ export class FrameParser {
       case 'P': {
         const [id, pid, r1, r2] = ints(4);
         return { type: 'started', id: id!, pid: pid!, readers: [r1!, r2!] };
+      }
+      case 'O': {
+        const [id, size] = ints(2);
+        if (!this.greeted) throw bad();
+        this.pendingStdout = { id: id!, size: size! };
+        return this.next();
       }
       case 'X': {
         const [id, code] = ints(2);

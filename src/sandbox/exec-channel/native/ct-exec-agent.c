@@ -8,18 +8,23 @@
  * the sh agent takes over in the same exec.
  *
  * Why native: per call the sh agent pays two process starts of its own (a subshell and
- * `setsid`) plus byte-at-a-time reads, ~2-3 ms on a 2-CPU host, more than the command itself.
- * Here a call is one fork with setsid() in the child and the command's exec; the outputs are
- * two pipes read with poll(). Per call:
+ * `setsid`) plus byte-at-a-time reads, ~1-2 ms on a 2-CPU host. Here a call is the command's
+ * exec in a child forked ahead of it (the spare: its own session, default signals, its pipes
+ * made; a call with stdin bytes forks then), two pipes read with poll(), and as few writes to
+ * the channel as the answer allows: each write is a message through containerd's shim, dockerd
+ * and the docker client.
  *
  *   host -> agent  `<id> <cap> <stdin bytes> <payload bytes>\n`, then the payload, then stdin.
  *                  payload: NUL-terminated strings: the cwd (empty: none), argc, argv[0..argc),
  *                  then NAME=value assignments laid over the agent's environment.
- *   agent -> host  the same frames as the sh agent: `F <id>` (cwd or command not found) or
- *                  `P <id> <pid> 0 0` (no reader processes), `X <id> <code>`,
- *                  `R <id> <code> <out total> <out total> <err total> <err sent>`, the last
- *                  <err sent> bytes of stderr, `Z <id>`. Stdout bytes go to the channel's stdout
- *                  as they come; stderr keeps its last <cap> bytes in memory.
+ *   agent -> host  everything on the control stream (the channel's stderr): `F <id>` (cwd or
+ *                  command not found, then X 126 and an empty R: the host runs it with docker
+ *                  exec) or `P <id> <pid> 0 0` (no reader processes), written before the command
+ *                  can run a line of its own; `O <id> <n>\n` + n stdout bytes, as they come
+ *                  (the first GATHER_MS of them held back to go with the answer); `X <id>
+ *                  <code>`; `R <id> <code> <out total> <out total> <err total> <err sent>`, the
+ *                  last <err sent> bytes of stderr, `Z <id>`. Stderr keeps its last <cap> bytes
+ *                  in memory. A short call's O, X, R and Z go as one write.
  *
  * Hello: `H 1 <pid> setsid stream native`. The command runs in its own session (process group
  * = pid, for the host's timeout kill), with default signal dispositions and an empty signal
@@ -29,7 +34,8 @@
  * closed pipe, as after `docker exec` returns.
  *
  * The agent ignores TERM, INT and HUP (a task's `pkill` must not take the channel down) and
- * exits when its stdin closes, removing its directory (argv[1]).
+ * exits when its stdin closes, removing its directory (argv[1]); the spare then reads the end of
+ * its pipe and exits too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,9 +48,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -54,6 +62,7 @@ extern char **environ;
 
 #define MAX_HEADER 512
 #define MAX_PAYLOAD (16u * 1024 * 1024)
+#define GATHER_MS 5
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static const char *agent_dir = "";
@@ -85,6 +94,23 @@ static size_t ctl_len;
 static void flush(void) {
   if (ctl_len > 0) write_all(2, ctl, ctl_len);
   ctl_len = 0;
+}
+
+/* Writes the iovecs whole, in order, as one write where the pipe takes it. */
+static void writev_all(int fd, struct iovec *v, int n) {
+  while (n > 0) {
+    if (v->iov_len == 0) {
+      v++, n--;
+      continue;
+    }
+    ssize_t w = writev(fd, v, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      _exit(0); /* the host is gone */
+    }
+    while (n > 0 && (size_t)w >= v->iov_len) w -= (ssize_t)v->iov_len, v++, n--;
+    if (n > 0) v->iov_base = (char *)v->iov_base + w, v->iov_len -= (size_t)w;
+  }
 }
 
 static void control(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -348,14 +374,21 @@ static void tail_push(struct tail *t, const char *p, size_t n) {
   }
 }
 
-/* How many bytes tail_send sends. */
+/* How many bytes are kept (the answer sends them oldest first: buf[head..len) then buf[0..head)). */
 static size_t tail_size(const struct tail *t) { return t->failed ? 0 : t->len; }
 
-/* Sends the kept bytes, oldest first. */
-static void tail_send(const struct tail *t, int fd) {
-  if (tail_size(t) == 0) return;
-  write_all(fd, t->buf + t->head, t->len - t->head);
-  write_all(fd, t->buf, t->head);
+
+/* Stdout bytes of call `id` as an O frame (header and bytes in one write). */
+static void send_out(uint64_t id, const char *data, size_t n) {
+  if (n == 0) {
+    flush();
+    return;
+  }
+  char h[64];
+  int hn = snprintf(h, sizeof h, "O %llu %zu\n", (unsigned long long)id, n);
+  struct iovec v[3] = {{ctl, ctl_len}, {h, (size_t)hn}, {(void *)data, n}};
+  writev_all(2, v, 3);
+  ctl_len = 0;
 }
 
 static void on_chld(int sig) {
@@ -367,12 +400,148 @@ static void on_chld(int sig) {
 
 static void on_ignored(int sig) { (void)sig; }
 
-static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int in_fd) {
-  /* payload: cwd \0 argc \0 argv... \0 assignments... \0 */
+struct spare {
+  pid_t pid;
+  int spec, out, err; /* spec: write end of the pipe it waits on; out, err: read ends */
+};
+static struct spare spare = {-1, -1, -1, -1};
+
+/* In a child: its own session, default signals, fds 0-2 set. */
+static void child_setup(int in, int out, int err) {
+  setsid();
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+  /* Every other descriptor is close-on-exec: the command starts with 0, 1 and 2 only. */
+}
+
+static int parse_call(char *payload, size_t plen, char **cwd, char ***argv, char ***env);
+
+static char *arg_area;
+static size_t arg_len;
+
+static void spare_run(int spec) {
+  /* Named apart from the agent in ps and /proc/PID/cmdline while it waits (its exec renames it). */
+  prctl(PR_SET_NAME, "ct-exec-spare");
+  if (arg_area && arg_len > 0) {
+    memset(arg_area, 0, arg_len);
+    strncpy(arg_area, "ct-exec-agent spare", arg_len - 1);
+  }
+  uint32_t len;
+  if (read(spec, &len, 4) != 4 || len > MAX_PAYLOAD + 8192) _exit(0);
+  char *buf = malloc(len + 1);
+  if (!buf) _exit(126);
+  size_t got = 0;
+  while (got < len) {
+    ssize_t r = read(spec, buf + got, len - got);
+    if (r <= 0) _exit(0);
+    got += (size_t)r;
+  }
+  buf[len] = 0;
+  char *file = buf;
+  size_t flen = strlen(file);
+  char *cwd, **argv, **env;
+  if (!parse_call(buf + flen + 1, len - flen - 1, &cwd, &argv, &env)) _exit(126);
+  if (cwd[0] && chdir(cwd) != 0) {
+    dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
+    _exit(126);
+  }
+  exec_file(file, argv, env);
+  int e = errno;
+  dprintf(2, "%s: %s\n", argv[0], strerror(e));
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+/* A child forked ahead of the next call, waiting for its command (a call without stdin). */
+static void make_spare(void) {
+  int spec[2], out[2], err[2];
+  if (pipe2(spec, O_CLOEXEC)) return;
+  if (pipe2(out, O_CLOEXEC)) return (void)(close(spec[0]), close(spec[1]));
+  if (pipe2(err, O_CLOEXEC)) return (void)(close(spec[0]), close(spec[1]), close(out[0]), close(out[1]));
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* Not its own pipe's write end, or it would never see the agent go. */
+    close(spec[1]);
+    close(out[0]);
+    close(err[0]);
+    child_setup(open("/dev/null", O_RDONLY | O_CLOEXEC), out[1], err[1]);
+    spare_run(spec[0]);
+  }
+  close(spec[0]);
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) return (void)(close(spec[1]), close(out[0]), close(err[0]));
+  spare = (struct spare){pid, spec[1], out[0], err[0]};
+}
+
+/* Takes the spare for a command (file + payload), or says it is gone. */
+/* Says a command started (P), before anything of it can run. */
+static void started(uint64_t id, pid_t pid) {
+  control("P %llu %d 0 0\n", (unsigned long long)id, (int)pid);
+  flush();
+}
+
+/*
+ * Takes the spare for a command (file + payload): P goes first, then the command to the spare,
+ * which execs it at once (woken, it may take this CPU before the agent writes again). Returns 0
+ * when the spare is gone; a P already sent is then followed by the fresh child's.
+ */
+static int use_spare(uint64_t id, const char *file, const char *payload, size_t plen, pid_t *pid, int *out, int *err) {
+  if (spare.pid < 0) return 0;
+  struct spare s = spare;
+  spare = (struct spare){-1, -1, -1, -1};
+  int st;
+  size_t flen = strlen(file);
+  uint32_t len = (uint32_t)(flen + 1 + plen);
+  int ok = waitpid(s.pid, &st, WNOHANG) == 0;
+  if (ok) started(id, s.pid);
+  if (ok) {
+    char *msg = malloc(4 + len);
+    if (msg) {
+      memcpy(msg, &len, 4);
+      memcpy(msg + 4, file, flen + 1);
+      memcpy(msg + 4 + flen + 1, payload, plen);
+      size_t n = 4 + len, at = 0;
+      while (at < n) {
+        ssize_t w = write(s.spec, msg + at, n - at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        at += (size_t)w;
+      }
+      ok = at == n;
+      free(msg);
+    } else {
+      ok = 0;
+    }
+  }
+  close(s.spec);
+  if (!ok) {
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &st, 0);
+    close(s.out);
+    close(s.err);
+    return 0;
+  }
+  *pid = s.pid;
+  *out = s.out;
+  *err = s.err;
+  return 1;
+}
+
+/*
+ * payload: cwd \0 argc \0 argv... \0 assignments... \0, parsed in place (the strings point
+ * into it); argv and env are allocated (env's strings are the agent's own or the payload's).
+ */
+static int parse_call(char *payload, size_t plen, char **cwd_out, char ***argv_out, char ***env_out) {
   size_t nf = 0;
   for (size_t i = 0; i < plen; i++) nf += payload[i] == 0;
   char **fields = calloc(nf + 1, sizeof *fields);
-  if (!fields) refuse("out of memory");
+  if (!fields) return 0;
   nf = 0;
   for (size_t i = 0, start = 0; i < plen; i++) {
     if (payload[i] == 0) {
@@ -381,24 +550,36 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
     }
   }
   uint64_t argc;
-  if (nf < 3 || !parse_u64(fields[1], &argc) || argc < 1 || argc > nf - 2) refuse("bad request payload");
-  char *cwd = fields[0];
+  if (nf < 3 || !parse_u64(fields[1], &argc) || argc < 1 || argc > nf - 2) return 0;
   char **argv = calloc(argc + 1, sizeof *argv);
-  if (!argv) refuse("out of memory");
+  if (!argv) return 0;
   for (uint64_t i = 0; i < argc; i++) argv[i] = fields[2 + i];
   char **assign = fields + 2 + argc;
   size_t nassign = nf - 2 - argc;
   for (size_t i = 0; i < nassign; i++) {
-    if (!strchr(assign[i], '=') || assign[i][0] == '=') refuse("bad request payload");
+    if (!strchr(assign[i], '=') || assign[i][0] == '=') return 0;
   }
   char **env = command_env(assign, nassign);
-  if (!env) refuse("out of memory");
+  if (!env) return 0;
+  /* fields itself is not kept: argv and env hold what they need */
+  char *cwd = fields[0];
+  free(fields);
+  *cwd_out = cwd;
+  *argv_out = argv;
+  *env_out = env;
+  return 1;
+}
 
+static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int in_fd, int has_input) {
+  char *cwd, **argv, **env;
+  if (!parse_call(payload, plen, &cwd, &argv, &env)) refuse("bad request payload");
   char found[4096];
   const char *file = cwd_ok(cwd) ? find_command(argv[0], cwd, env, found, sizeof found) : NULL;
   int out[2] = {-1, -1}, err[2] = {-1, -1};
   pid_t pid = -1;
-  if (file) {
+  int spared = 0;
+  if (file && !has_input) spared = use_spare(id, file, payload, plen, &pid, &out[0], &err[0]);
+  if (file && !spared) {
     if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) refuse("cannot create pipes");
     pid = fork();
   }
@@ -409,21 +590,11 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
             (unsigned long long)id, (unsigned long long)id);
     free(argv);
     free(env);
-    free(fields);
     flush();
     return;
   }
   if (pid == 0) {
-    setsid();
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    int in = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
-    if (in < 0 || dup2(in, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(126);
+    child_setup(in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY | O_CLOEXEC), out[1], err[1]);
     if (cwd[0] && chdir(cwd) != 0) {
       dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
       _exit(126);
@@ -433,19 +604,24 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
     dprintf(2, "%s: %s\n", argv[0], strerror(e));
     _exit(e == ENOENT ? 127 : 126);
   }
-  close(out[1]);
-  close(err[1]);
+  if (!spared) {
+    close(out[1]);
+    close(err[1]);
+  }
   free(argv);
   free(env);
-  free(fields);
 
-  /* P is written before the command can run a line of its own (its exec takes far longer),
-     so a command that kills the agent at once is never taken for one that did not start. */
-  control("P %llu %d 0 0\n", (unsigned long long)id, (int)pid);
-  flush();
+  /* P is written before the command can run a line of its own (a fresh child's exec takes far
+     longer), so a command that kills the agent at once is never taken for one that did not start. */
+  if (!spared) started(id, pid);
 
   struct tail errs = {.cap = (size_t)cap};
   uint64_t out_total = 0;
+  /* Stdout travels on the control stream as O frames (one message for a short call's output
+     and answer); the first GATHER_MS of it is held to go with the answer. */
+  static char obuf[65536];
+  size_t olen = 0;
+  long gather_until = now_ms() + GATHER_MS;
   int code = -1;
   long deadline = 0;
   int out_open = 1, err_open = 1;
@@ -471,15 +647,34 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
       int nq = 0;
       if (out_open) q[nq++] = (struct pollfd){.fd = out[0], .events = POLLIN};
       if (err_open) q[nq++] = (struct pollfd){.fd = err[0], .events = POLLIN};
-      if (nq == 0 || poll(q, (nfds_t)nq, 0) == 0) flush();
+      if (nq == 0 || poll(q, (nfds_t)nq, 0) == 0) {
+        send_out(id, obuf, olen);
+        olen = 0;
+      }
+    }
+    if (code < 0 && olen > 0) {
+      long left = gather_until - now;
+      if (left <= 0) {
+        send_out(id, obuf, olen);
+        olen = 0;
+      } else if (left < timeout) {
+        timeout = (int)left;
+      }
     }
     int r = poll(p, (nfds_t)np, timeout);
     if (r < 0 && errno != EINTR) break;
     if (io >= 0 && (p[io].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t n = read(out[0], chunk, sizeof chunk);
       if (n > 0) {
-        write_all(1, chunk, (size_t)n);
         out_total += (uint64_t)n;
+        if (olen + (size_t)n <= sizeof obuf && now_ms() < gather_until) {
+          memcpy(obuf + olen, chunk, (size_t)n);
+          olen += (size_t)n;
+        } else {
+          send_out(id, obuf, olen);
+          olen = 0;
+          send_out(id, chunk, (size_t)n);
+        }
       } else if (n == 0 || errno != EINTR) {
         out_open = 0;
       }
@@ -506,20 +701,28 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
   /* Past the drain grace: whatever still holds the pipes now writes into closed ones. */
   close(out[0]);
   close(err[0]);
+  /* The rest of the answer in one write: X (if still queued), stdout held back, R, stderr, Z. */
+  if (olen > 0) control("O %llu %zu\n", (unsigned long long)id, olen);
   size_t sent = tail_size(&errs);
-  control("R %llu %d %llu %llu %llu %llu\n", (unsigned long long)id, code, (unsigned long long)out_total,
-          (unsigned long long)out_total, (unsigned long long)errs.total, (unsigned long long)sent);
+  char r[MAX_HEADER], z[64];
+  int rn = snprintf(r, sizeof r, "R %llu %d %llu %llu %llu %llu\n", (unsigned long long)id, code, (unsigned long long)out_total,
+                    (unsigned long long)out_total, (unsigned long long)errs.total, (unsigned long long)sent);
+  int zn = snprintf(z, sizeof z, "Z %llu\n", (unsigned long long)id);
+  struct iovec v[6] = {{ctl, ctl_len}, {obuf, olen}, {r, (size_t)rn}, {NULL, 0}, {NULL, 0}, {z, (size_t)zn}};
   if (sent > 0) {
-    flush();
-    tail_send(&errs, 2);
+    /* the kept stderr, oldest first: the ring's two parts */
+    v[3] = (struct iovec){errs.buf + errs.head, errs.len - errs.head};
+    v[4] = (struct iovec){errs.buf, errs.head};
   }
-  control("Z %llu\n", (unsigned long long)id);
-  flush();
+  writev_all(2, v, 6);
+  ctl_len = 0;
   free(errs.buf);
 }
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "-p") == 0) return 0; /* the boot script's probe */
+  arg_area = argv[0];
+  arg_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
   if (argc > 1) agent_dir = argv[1];
   if (argc > 2) {
     uint64_t v;
@@ -544,6 +747,7 @@ int main(int argc, char **argv) {
       if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
     }
   }
+  make_spare();
   control("H 1 %d setsid stream native\n", (int)getpid());
   flush();
   char line[MAX_HEADER];
@@ -561,9 +765,10 @@ int main(int argc, char **argv) {
     read_exact(payload, -1, (size_t)plen);
     payload[plen] = 0;
     int in_fd = stdin_file(ilen);
-    run_call(id, cap, payload, (size_t)plen, in_fd);
+    run_call(id, cap, payload, (size_t)plen, in_fd, ilen > 0);
     if (in_fd >= 0) close(in_fd);
     free(payload);
+    if (spare.pid < 0) make_spare();
   }
   cleanup_and_exit(0);
 }
