@@ -71,6 +71,7 @@ describe('config errors exit 2 and name what is wrong', () => {
 
   test('a boolean variable that does not parse names the variable and the accepted values', async () => {
     await expectExit2({}, RUN, /CT_EXEC_CHANNEL=maybe \(sandbox\.exec_channel\): not a yes\/no value; accepted: 1, true, yes, on, 0, false, no, off/, { CT_EXEC_CHANNEL: 'maybe' });
+    await expectExit2({}, RUN, /CT_EXEC_AGENT=bogus \(sandbox\.exec_agent\): must be one of "native", "sh"/, { CT_EXEC_AGENT: 'bogus' });
   });
 
   test('an enum variable lists its values', async () => {
