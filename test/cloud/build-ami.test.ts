@@ -145,8 +145,8 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
     assert.ok(Buffer.byteLength(emulated.userData) <= 16 * 1024);
     assert.doesNotMatch(emulated.userData, new RegExp(`${FAKE_AWS.AWS_ACCESS_KEY_ID}|${FAKE_AWS.AWS_SECRET_ACCESS_KEY}`));
     assert.equal(spawnSync('bash', ['-n'], { input: emulated.userData }).status, 0);
-    // Stock Ubuntu lacks the AWS CLI and Node (docker answers from the stand-in on its PATH).
-    assert.ok(emulated.installs.includes('apt-get install -y -q awscli'), emulated.installs.join('\n'));
+    // Stock Ubuntu lacks the AWS CLI, a C compiler (the exec agent) and Node (docker answers from the stand-in on its PATH).
+    assert.ok(emulated.installs.includes('apt-get install -y -q awscli musl-tools'), emulated.installs.join('\n'));
     assert.ok(emulated.installs.includes('apt-get install -y -q nodejs'), emulated.installs.join('\n'));
     assert.ok(emulated.installs.some((l) => /^npm ci .*--cache \S+\/opt\/ct-ami\/npm-cache/.test(l)), emulated.installs.join('\n'));
     const groups = (await ec2.send(new DescribeSecurityGroupsCommand({ GroupIds: b1.SecurityGroups!.map((g) => g.GroupId!) }))).SecurityGroups!;
