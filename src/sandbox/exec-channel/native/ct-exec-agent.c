@@ -422,6 +422,18 @@ static void child_setup(int in, int out, int err) {
 
 static int parse_call(char *payload, size_t plen, char **cwd, char ***argv, char ***env);
 
+/* In a child: the command in its cwd; what went wrong on its stderr, as sh would say it. */
+static void start_command(const char *cwd, const char *file, char **argv, char **env) {
+  if (cwd[0] && chdir(cwd) != 0) {
+    dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
+    _exit(126);
+  }
+  exec_file(file, argv, env);
+  int e = errno;
+  dprintf(2, "%s: %s\n", argv[0], strerror(e));
+  _exit(e == ENOENT ? 127 : 126);
+}
+
 static char *arg_area;
 static size_t arg_len;
 
@@ -447,14 +459,7 @@ static void spare_run(int spec) {
   size_t flen = strlen(file);
   char *cwd, **argv, **env;
   if (!parse_call(buf + flen + 1, len - flen - 1, &cwd, &argv, &env)) _exit(126);
-  if (cwd[0] && chdir(cwd) != 0) {
-    dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
-    _exit(126);
-  }
-  exec_file(file, argv, env);
-  int e = errno;
-  dprintf(2, "%s: %s\n", argv[0], strerror(e));
-  _exit(e == ENOENT ? 127 : 126);
+  start_command(cwd, file, argv, env);
 }
 
 /* A child forked ahead of the next call, waiting for its command (a call without stdin). */
@@ -595,14 +600,7 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
   }
   if (pid == 0) {
     child_setup(in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY | O_CLOEXEC), out[1], err[1]);
-    if (cwd[0] && chdir(cwd) != 0) {
-      dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
-      _exit(126);
-    }
-    exec_file(file, argv, env);
-    int e = errno;
-    dprintf(2, "%s: %s\n", argv[0], strerror(e));
-    _exit(e == ENOENT ? 127 : 126);
+    start_command(cwd, file, argv, env);
   }
   if (!spared) {
     close(out[1]);
