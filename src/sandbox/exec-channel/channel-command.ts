@@ -27,18 +27,32 @@ export function encodeChannelCommand(cmd: string[], options: ExecOptions): Chann
   }
   if (strings.some((s) => s.includes('\0'))) return undefined;
   if (options.cwd !== undefined && !options.cwd.startsWith('/')) return undefined;
-  let script = `set -- ${cmd.map(quote).join(' ')}`;
-  if (options.cwd !== undefined) script += `;cd -- ${quote(options.cwd)} 2>/dev/null||ct_f`;
-  script += ';ct_u';
-  for (const [k, v] of env) script += `;export ${k}=${quote(v)}`;
   const input =
     options.input === undefined
       ? Buffer.alloc(0)
       : typeof options.input === 'string'
         ? Buffer.from(options.input, 'utf8')
         : Buffer.from(options.input.buffer, options.input.byteOffset, options.input.byteLength);
-  const native = encodeNativePayload(cmd, options.cwd, env)!;
-  return { script: Buffer.from(script, 'utf8'), input, native };
+  // Each agent reads one of the two forms: a channel builds only the one its agent needs.
+  let script: Buffer | undefined;
+  let native: Buffer | undefined;
+  return {
+    input,
+    get script() {
+      return (script ??= shScript(cmd, options.cwd, env));
+    },
+    get native() {
+      return (native ??= encodeNativePayload(cmd, options.cwd, env));
+    },
+  };
+}
+
+function shScript(cmd: string[], cwd: string | undefined, env: [string, string][]): Buffer {
+  let script = `set -- ${cmd.map(quote).join(' ')}`;
+  if (cwd !== undefined) script += `;cd -- ${quote(cwd)} 2>/dev/null||ct_f`;
+  script += ';ct_u';
+  for (const [k, v] of env) script += `;export ${k}=${quote(v)}`;
+  return Buffer.from(script, 'utf8');
 }
 
 function quote(s: string): string {

@@ -53,10 +53,9 @@ fi
 
 /**
  * The native agent's request payload: NUL-terminated strings, the cwd (empty: none), argc,
- * argv, then NAME=value assignments. Undefined when a string holds a NUL byte.
+ * argv, then NAME=value assignments. The strings hold no NUL (encodeChannelCommand refuses them).
  */
-export function encodeNativePayload(cmd: string[], cwd: string | undefined, env: [string, string][]): Buffer | undefined {
+export function encodeNativePayload(cmd: string[], cwd: string | undefined, env: [string, string][]): Buffer {
   const parts = [cwd ?? '', String(cmd.length), ...cmd, ...env.map(([k, v]) => `${k}=${v}`)];
-  if (parts.some((p) => p.includes('\0'))) return undefined;
   return Buffer.from(parts.join('\0') + '\0', 'utf8');
 }

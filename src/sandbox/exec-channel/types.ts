@@ -37,10 +37,10 @@ export interface ChannelHost {
 /** One command for a channel, already checked to be expressible (see encodeChannelCommand). */
 export interface ChannelCommand {
   /** The sh script that sets argv, cwd and env (single-quoted words only). */
-  script: Buffer;
+  readonly script: Buffer;
   input: Buffer;
   /** The same command for the native agent (see native-agent.ts). */
-  native: Buffer;
+  readonly native: Buffer;
 }
 
 export interface ChannelRunOptions {
