@@ -11,7 +11,9 @@
  *   after 1 s the first call sent 1 s after sampleInit returns, as a model policy sends it
  *             (its first model call comes first), the channel ready by then;
  *   sh agent  the first and later calls with the channel's sh agent (CT_EXEC_AGENT=sh), where
- *             the native agent cannot run.
+ *             the native agent cannot run;
+ *   streams   the later calls with the native agent's channel kept on its docker exec streams
+ *             (no direct socket: the remote case, or where /proc/PID/root cannot be entered).
  * Each repetition is a fresh sample (compose project) of a one-service environment.
  * Usage: node dist/bench/first-call.js [--quick] [--reps N]
  */
@@ -63,12 +65,15 @@ async function main() {
   const channel = new DockerProvider({ runner: new LocalRunner(), runId, registry });
   const shAgent = new DockerProvider({ runner: new LocalRunner(), runId, registry, execAgent: 'sh' });
   const plain = new DockerProvider({ runner: new LocalRunner(), runId, registry, execChannel: false });
+  const streams = new DockerProvider({ runner: new LocalRunner(), runId, registry, directChannels: false });
   const first: number[] = [];
   const firstPlain: number[] = [];
   const firstLate: number[] = [];
   const later: number[] = [];
   const firstSh: number[] = [];
+  const firstStreams: number[] = [];
   const laterSh: number[] = [];
+  const laterStreams: number[] = [];
   const raw: number[] = [];
   const initChannel: number[] = [];
   const initPlain: number[] = [];
@@ -80,6 +85,7 @@ async function main() {
         [plain, firstPlain, 0],
         [channel, firstLate, 1000],
         [shAgent, firstSh, 0],
+        [streams, firstStreams, 0],
       ] as const) {
         let sandboxes!: Map<string, Sandbox>;
         const initMs = await timeMs(async () => (sandboxes = await provider.sampleInit(env, { label: `first-${rep}` })));
@@ -95,6 +101,7 @@ async function main() {
           for (let i = 0; i < 3; i++) raw.push(await timeMs(() => rawExec(container)));
         }
         if (into === firstSh) for (let i = 0; i < LATER; i++) laterSh.push(await timeMs(() => echo(tools)));
+        if (into === firstStreams) for (let i = 0; i < LATER; i++) laterStreams.push(await timeMs(() => echo(tools)));
         await provider.sampleCleanup(sandboxes);
       }
     }
@@ -102,6 +109,7 @@ async function main() {
     await channel.taskCleanup();
     await plain.taskCleanup();
     await shAgent.taskCleanup();
+    await streams.taskCleanup();
     registry.unregister(runId);
     rmSync(dir, { recursive: true, force: true });
   }
@@ -124,6 +132,7 @@ async function main() {
         row('first call 1 s after init, exec channel', firstLate),
         row('first call, exec channel, sh agent', firstSh),
         row(`later calls (${LATER} a sample), exec channel, sh agent`, laterSh),
+        row(`later calls (${LATER} a sample), exec channel on docker exec streams`, laterStreams),
       ],
     ),
   );

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -87,10 +88,27 @@ describe('exec channel protocol', () => {
 describe('native agent protocol', () => {
   test('its hello is told apart from the sh agent\'s; any other variant is refused', () => {
     const [native] = parseAll([Buffer.from('H 1 42 setsid stream native\n')]);
-    assert.deepEqual(native, { type: 'hello', pid: 42, setsid: true, mode: 'stream', native: true });
+    assert.deepEqual(native, { type: 'hello', pid: 42, setsid: true, mode: 'stream', native: true, direct: false });
     const [sh] = parseAll([Buffer.from('H 1 42 - stream\n')]);
     assert.equal((sh as Extract<AgentFrame, { type: 'hello' }>).native, false);
-    assert.equal(parseAll([Buffer.from('H 1 42 setsid stream other\n')])[0]!.type, 'noise');
+    assert.equal((sh as Extract<AgentFrame, { type: 'hello' }>).direct, false);
+    const [offers] = parseAll([Buffer.from('H 1 42 setsid stream native direct\n')]);
+    assert.deepEqual(offers, { type: 'hello', pid: 42, setsid: true, mode: 'stream', native: true, direct: true });
+    for (const bad of ['H 1 42 setsid stream other', 'H 1 42 - stream direct', 'H 1 42 setsid file native direct', 'H 1 x setsid stream']) {
+      assert.equal(parseAll([Buffer.from(`${bad}\n`)])[0]!.type, 'noise', bad);
+    }
+  });
+
+  test('the answer to a direct offer names a plain absolute path, or `-`; the direct hello follows', () => {
+    const frames = parseAll([Buffer.from('H 1 42 setsid stream native direct\nD /tmp/ct-agent.AbC123/s\nH 1 42 setsid direct native\n')]);
+    assert.deepEqual(frames.slice(1), [
+      { type: 'direct', path: '/tmp/ct-agent.AbC123/s' },
+      { type: 'hello', pid: 42, setsid: true, mode: 'direct', native: true, direct: false },
+    ]);
+    assert.deepEqual(parseAll([Buffer.from('H 1 42 setsid stream native direct\nD -\n')])[1], { type: 'direct' });
+    for (const bad of ['D tmp/s', 'D /tmp/a b', 'D', 'D /tmp/\x01']) {
+      assert.throws(() => parseAll([Buffer.from(`H 1 42 setsid stream native direct\n${bad}\n`, 'latin1')]), /malformed/, bad);
+    }
   });
 
   test('stdout in O frames is taken by its announced length, whatever it holds', () => {
@@ -135,7 +153,7 @@ describe('native agent protocol', () => {
     };
     try {
       await until('\n');
-      assert.match(ctl.toString(), /^H 1 \d+ setsid stream native\n$/);
+      assert.match(ctl.toString(), /^H 1 \d+ setsid stream native direct\n$/);
 
       const a = await call(1, 10, ['sh', '-c', 'printf 0123456789abcdefghij >&2; printf out; exit 7']);
       assert.equal(a.out, 'out');
@@ -169,6 +187,55 @@ describe('native agent protocol', () => {
       assert.equal(await new Promise((r) => agent.on('close', r)), 0);
       assert.equal(existsSync(dir), false, 'its directory is removed when it exits');
       assert.equal(stray.length, 0, 'nothing on the agent\'s stdout');
+    } finally {
+      agent.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a direct offer: a peer in the agent\'s own pid namespace gets nothing, and the agent stays on its streams', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
+    // On this machine the test and the agent share a pid namespace, as a sandbox's own
+    // processes share the agent's inside a container: such a peer must learn nothing.
+    const dir = mkdtempSync(join(tmpdir(), 'ct-agent-test-'));
+    const agent = spawn(binary, [dir, '200'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let ctl = '';
+    const waiters: (() => void)[] = [];
+    agent.stderr.on('data', (c: Buffer) => {
+      ctl += c.toString('latin1');
+      for (const w of waiters.splice(0)) w();
+    });
+    const until = async (re: RegExp) => {
+      while (!re.test(ctl)) await new Promise<void>((r) => waiters.push(r));
+      return re.exec(ctl)!;
+    };
+    try {
+      await until(/^H .*\n/);
+      const agentToken = 'a'.repeat(32);
+      agent.stdin.write(`D ${agentToken} ${'b'.repeat(32)}\n`);
+      const path = (await until(/\nD (\/\S+)\n/))[1]!;
+      assert.equal(path, join(realpathSync(dir), 's'));
+      assert.equal(statSync(path).mode & 0o077, 0, 'only the agent\'s user may connect');
+      const heard = await new Promise<string>((resolve, reject) => {
+        const sock = connect(path);
+        let got = '';
+        sock.on('data', (c: Buffer) => (got += c.toString('latin1')));
+        sock.on('close', () => resolve(got));
+        sock.on('error', reject);
+      });
+      assert.equal(heard, '', 'the peer was closed on without a word (no token)');
+      assert.equal(existsSync(path), false, 'the socket is gone after the attempt');
+      // The next request on stdin is answered there, as before the offer.
+      const cmd = encodeChannelCommand(['echo', 'still'], {})!;
+      ctl = '';
+      agent.stdin.write(Buffer.concat([Buffer.from(`1 100 0 ${cmd.native.length}\n`), cmd.native]));
+      await until(/Z 1\n/);
+      assert.match(ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 6\nstill\nR 1 0 6 6 0 0\nZ 1\n$/);
+      // A D request with a token that is not hex is refused like any bad header.
+      ctl = '';
+      agent.stdin.write('D x y\n');
+      await until(/\n/);
+      assert.equal(ctl, 'E bad request header\n');
+      assert.equal(await new Promise((r) => agent.on('close', r)), 0);
     } finally {
       agent.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { ExecTimeoutError } from '../../src/errors.js';
@@ -9,11 +11,18 @@ import { ContainerSandbox } from '../../src/sandbox/docker/container-sandbox.js'
 import { DockerCli } from '../../src/sandbox/docker/docker-cli.js';
 import { ExecChannelPool } from '../../src/sandbox/exec-channel/channel-pool.js';
 import { EXEC_OUTPUT_LIMIT } from '../../src/sandbox/types.js';
+import { EngineExec } from '../../src/sandbox/docker/engine-exec.js';
+import { encodeChannelCommand } from '../../src/sandbox/exec-channel/channel-command.js';
+import { ExecChannel } from '../../src/sandbox/exec-channel/exec-channel.js';
+import { nativeAgentBinary } from '../../src/sandbox/exec-channel/native-agent.js';
 
 const run = promisify(execFile);
 const docker = new DockerCli(new LocalRunner());
 /** The same engine through the docker CLI only (no Engine API for the channels). */
 const dockerCli = new DockerCli(new LocalRunner(), 'docker', { engineApi: false });
+/** The Engine API, with the channels kept on their execs' streams (no direct socket). */
+const dockerStreams = new DockerCli(new LocalRunner(), 'docker', { directChannels: false });
+const HOSTS = { api: docker, cli: dockerCli, streams: dockerStreams } as const;
 
 /** A fresh container for one describe block; removed afterwards. */
 async function startContainer(image: string, extra: string[] = []): Promise<string> {
@@ -63,8 +72,10 @@ for (const [image, agent, transport] of [
   ['debian:bookworm-slim', 'sh', 'api'],
   ['busybox:latest', 'sh', 'cli'],
   ['debian:bookworm-slim', 'native', 'cli'],
+  ['debian:bookworm-slim', 'native', 'streams'],
 ] as const) {
-  describe(`exec channel (${agent} agent, through the ${transport === 'api' ? 'Engine API' : 'docker CLI'}) on ${image}`, () => {
+  const through = { api: 'the Engine API', cli: 'the docker CLI', streams: 'the Engine API, on the exec streams' }[transport];
+  describe(`exec channel (${agent} agent, through ${through}) on ${image}`, () => {
     let container: string;
     let sb: ContainerSandbox;
     let plain: ContainerSandbox;
@@ -72,7 +83,7 @@ for (const [image, agent, transport] of [
 
     before(async () => {
       container = await startContainer(image);
-      sb = new ContainerSandbox(transport === 'api' ? docker : dockerCli, container, 'default', { execAgent: agent, onNotice: (m) => notices.push(m) });
+      sb = new ContainerSandbox(HOSTS[transport], container, 'default', { execAgent: agent, onNotice: (m) => notices.push(m) });
       plain = new ContainerSandbox(docker, container, 'default', { execChannel: false });
     });
 
@@ -86,7 +97,10 @@ for (const [image, agent, transport] of [
       assert.equal(await agentName(sb), AGENT_NAME[agent]);
       // Through the Engine API no docker client process stays on this machine for the channel.
       const clients = (await run('ps', ['-eo', 'args'])).stdout.split('\n').filter((l) => l.startsWith(`docker exec -i ${container} `));
-      assert.equal(clients.length, transport === 'api' ? 0 : 1);
+      assert.equal(clients.length, transport === 'cli' ? 1 : 0);
+      // The native agent on a local engine's API answers over a socket from this process.
+      const sockets = await sb.exec(['sh', '-c', 'for f in /proc/$PPID/fd/*; do readlink "$f"; done | grep -c "^socket:" || true']);
+      assert.equal(sockets.stdout.trim(), agent === 'native' && transport === 'api' ? '1' : '0');
       assert.equal(await parentPid(plain), 0);
     });
 
@@ -534,6 +548,159 @@ describe('exec channel (native agent): its temporary directory and processes', (
     } finally {
       await sb.close();
       await run('docker', ['rm', '--force', container]).catch(() => {});
+    }
+  });
+});
+
+/**
+ * The native agent's direct socket, driven by hand: the agent started through the Engine API
+ * as a channel starts it, the D offer made and answered by the test in the host's place.
+ */
+describe('exec channel (native agent): the direct socket into the container', { skip: !nativeAgentBinary() && 'the native agent was not built' }, () => {
+  let container: string;
+  let initPid: number;
+  before(async () => {
+    container = await startContainer('debian:bookworm-slim');
+    initPid = Number((await run('docker', ['inspect', '-f', '{{.State.Pid}}', container])).stdout.trim());
+  });
+  after(async () => {
+    if (container) await run('docker', ['rm', '--force', container]).catch(() => {});
+  });
+
+  /** One agent: its control stream as text, and a way to wait for what it says. */
+  let agents = 0;
+  async function startAgent() {
+    // Each agent in a directory of its own, as a channel places it (it removes it on exit).
+    const dir = `/tmp/ct-agent.test-${++agents}`;
+    await run('docker', ['exec', container, 'mkdir', '-m', '700', dir]);
+    await run('docker', ['cp', fileURLToPath(new URL('../../native/ct-exec-agent', import.meta.url)), `${container}:${dir}/ct-exec-agent`]);
+    const proc = await EngineExec.local()!.start(container, [`${dir}/ct-exec-agent`, dir, '200']);
+    const agent = { proc, dir, ctl: '', waiters: [] as (() => void)[] };
+    proc.stderr.on('data', (c: Buffer) => {
+      agent.ctl += c.toString('latin1');
+      for (const w of agent.waiters.splice(0)) w();
+    });
+    return agent;
+  }
+  type Agent = Awaited<ReturnType<typeof startAgent>>;
+  async function until(agent: Agent, re: RegExp): Promise<RegExpExecArray> {
+    const deadline = Date.now() + 10_000;
+    while (!re.test(agent.ctl)) {
+      if (Date.now() > deadline) throw new Error(`agent did not say ${re}: ${JSON.stringify(agent.ctl)}`);
+      await new Promise<void>((r) => {
+        agent.waiters.push(r);
+        setTimeout(r, 200);
+      });
+    }
+    return re.exec(agent.ctl)!;
+  }
+  /** Offers the socket; resolves with the host's path to it. */
+  async function offer(agent: Agent, agentToken: string, hostToken: string): Promise<string> {
+    await until(agent, /^H 1 \d+ setsid stream native direct\n/);
+    agent.proc.stdin.write(`D ${agentToken} ${hostToken}\n`);
+    const path = (await until(agent, /\nD (\/\S+)\n/))[1]!;
+    // Asked once the agent runs, as the channel does (the daemon knows the pid only then).
+    const hostPid = await agent.proc.hostPid!();
+    assert.ok(hostPid, 'the engine reports the exec\'s pid on this machine');
+    return `/proc/${hostPid}/root${path}`;
+  }
+  function request(id: number, argv: string[]): Buffer {
+    const cmd = encodeChannelCommand(argv, {})!;
+    return Buffer.concat([Buffer.from(`${id} 1000 0 ${cmd.native.length}\n`), cmd.native]);
+  }
+  /** What a peer hears on the socket before it is closed on, having answered `reply` to the first line. */
+  function listen(path: string, reply?: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const sock = connect(path);
+      let got = '';
+      sock.on('data', (c: Buffer) => {
+        got += c.toString('latin1');
+        if (reply !== undefined && got.endsWith('\n')) sock.write(reply);
+      });
+      sock.on('close', () => resolve(got));
+      sock.on('error', reject);
+    });
+  }
+  const token = () => randomBytes(16).toString('hex');
+
+  test('the host\'s tokens set it up: the agent speaks first, then answers over the socket alone', async () => {
+    const agent = await startAgent();
+    const agentToken = token();
+    const hostToken = token();
+    const path = await offer(agent, agentToken, hostToken);
+    const sock = connect(path);
+    let heard = '';
+    const hear = async (re: RegExp) => {
+      while (!re.test(heard)) await new Promise((r) => sock.once('data', (c: Buffer) => r((heard += c.toString('latin1')))));
+    };
+    await hear(/\n/);
+    assert.equal(heard, `${agentToken}\n`, 'its token, before the host wrote a byte');
+    sock.write(`${hostToken}\n`);
+    await hear(/setsid direct native\n$/);
+    assert.match(heard, /\nH 1 \d+ setsid direct native\n$/);
+    heard = '';
+    const before = agent.ctl;
+    sock.write(request(1, ['sh', '-c', `echo over the socket; ls ${agent.dir}`]));
+    await hear(/Z 1\n$/);
+    assert.match(heard, /^P 1 \d+ 0 0\nX 1 0\nO 1 \d+\nover the socket\nct-exec-agent\nR 1 0 /, 'the socket file is gone once connected');
+    assert.equal(agent.ctl, before, 'nothing more on the exec\'s stderr');
+    // Ending the exec's stdin still ends the agent, and with it the socket.
+    const closed = new Promise((r) => sock.on('close', r));
+    agent.proc.stdin.end();
+    await closed;
+    assert.equal(await agent.proc.exited, 0);
+  });
+
+  test('a process inside the container that connects first hears nothing, and the agent stays on its streams', async () => {
+    const agent = await startAgent();
+    const path = await offer(agent, token(), token());
+    // A peer in the container's pid namespace, as anything the sandbox runs is.
+    const script = `const s=require('net').connect(${JSON.stringify(path)});let g='';s.on('data',c=>g+=c);s.on('close',()=>process.stdout.write(JSON.stringify(g)));s.on('error',e=>process.stdout.write('error '+e.code))`;
+    const inside = await run('nsenter', ['--target', String(initPid), '--pid', '--', process.execPath, '-e', script]);
+    assert.equal(inside.stdout, '""');
+    // The attempt is over: the host's own connection is refused, and requests go by the stream.
+    await assert.rejects(listen(path), /ENOENT|ECONNREFUSED/);
+    agent.ctl = '';
+    agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
+    await until(agent, /Z 1\n/);
+    assert.match(agent.ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 14\non the stream\nR 1 0 /);
+    agent.proc.stdin.end();
+    assert.equal(await agent.proc.exited, 0);
+  });
+
+  test('a peer outside that answers with the wrong token is cut off; the agent stays on its streams', async () => {
+    const agent = await startAgent();
+    const agentToken = token();
+    const path = await offer(agent, agentToken, token());
+    assert.equal(await listen(path, `${token()}\n`), `${agentToken}\n`);
+    agent.ctl = '';
+    agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
+    await until(agent, /Z 1\n/);
+    assert.match(agent.ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 14\non the stream\nR 1 0 /);
+    agent.proc.stdin.end();
+    assert.equal(await agent.proc.exited, 0);
+  });
+
+  test('a channel whose socket cannot be reached stays on its streams, at once', async () => {
+    const engine = EngineExec.local()!;
+    const started = Date.now();
+    // The exec's pid as a Docker Engine in a VM would give it: no such process here.
+    const ch = await ExecChannel.start({
+      runner: new LocalRunner(),
+      docker: 'docker',
+      containerId: container,
+      kill: async () => {},
+      startExec: async (cmd, user) => Object.assign(await engine.start(container, cmd, user), { hostPid: async () => 999_999_999 }),
+    }, undefined);
+    try {
+      assert.ok(Date.now() - started < 1_500, `started in ${Date.now() - started} ms`);
+      assert.equal(ch.agent, 'native');
+      assert.equal(ch.transport, 'stream');
+      const r = await ch.run(encodeChannelCommand(['echo', 'fine'], {})!, { maxOutput: 1000 });
+      assert.equal(r.kind, 'done');
+      assert.equal(r.kind === 'done' && r.stdout.toString(), 'fine\n');
+    } finally {
+      ch.close();
     }
   });
 });

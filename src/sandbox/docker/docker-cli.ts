@@ -22,13 +22,18 @@ export class DockerCli {
   /** The local engine's API, for the exec channels (EngineExec); unset for remote hosts. */
   readonly engine?: EngineExec;
 
-  /** `engineApi: false` keeps every call on the CLI (tests and benches compare the two). */
+  /**
+   * `engineApi: false` keeps every call on the CLI, `directChannels: false` the exec channels on
+   * their execs' streams (tests and benches compare them).
+   */
   constructor(
     readonly runner: CommandRunner,
     readonly binary = 'docker',
-    options: { engineApi?: boolean } = {},
+    options: { engineApi?: boolean; directChannels?: boolean } = {},
   ) {
-    if (runner.target === 'local' && binary === 'docker' && options.engineApi !== false) this.engine = EngineExec.local();
+    if (runner.target === 'local' && binary === 'docker' && options.engineApi !== false) {
+      this.engine = EngineExec.local(process.env, { direct: options.directChannels });
+    }
   }
 
   async call(args: string[], options: DockerCallOptions = {}): Promise<RunResult> {

@@ -41,6 +41,11 @@ export interface DockerProviderOptions {
   execChannel?: boolean;
   /** The exec channels' agent (default `native`, which falls back to `sh` by itself). */
   execAgent?: ExecAgentKind;
+  /**
+   * Let the native agent's channels talk over a socket into the container where the engine is
+   * local (default true); false keeps them on their `docker exec` streams (benches compare).
+   */
+  directChannels?: boolean;
   /** Warnings worth a log line, e.g. a sandbox whose image cannot host an exec channel. */
   onNotice?: (message: string) => void;
 }
@@ -84,7 +89,7 @@ export class DockerProvider implements SandboxProvider {
   private unremoved = false;
 
   constructor(private readonly options: DockerProviderOptions) {
-    this.docker = new DockerCli(options.runner);
+    this.docker = new DockerCli(options.runner, 'docker', { directChannels: options.directChannels });
     const pool = options.networkPool ?? '10.213.0.0/16';
     if (pool !== 'docker') this.subnets = new SubnetPool(pool);
   }

@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import type { Socket } from 'node:net';
-import type { RunningProcess } from '../../host/command-runner.js';
+import type { ChannelProcess } from '../exec-channel/types.js';
 
 /** How long the two requests that start an exec may take (the daemon is local). */
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -24,10 +24,17 @@ const REQUEST_TIMEOUT_MS = 30_000;
  * config). Anything else keeps the CLI.
  */
 export class EngineExec {
-  private constructor(readonly socketPath: string) {}
+  private constructor(
+    readonly socketPath: string,
+    /** Whether started execs offer their host pid (ChannelProcess.hostPid), for direct channels. */
+    readonly direct: boolean,
+  ) {}
 
-  /** The local engine's socket when the CLI would use it too, else undefined. */
-  static local(env: NodeJS.ProcessEnv = process.env): EngineExec | undefined {
+  /**
+   * The local engine's socket when the CLI would use it too, else undefined. `direct: false`
+   * keeps the channels on the exec's streams (tests and benches compare the two).
+   */
+  static local(env: NodeJS.ProcessEnv = process.env, options: { direct?: boolean } = {}): EngineExec | undefined {
     const host = env.DOCKER_HOST;
     let socket = '/var/run/docker.sock';
     if (host) {
@@ -49,7 +56,7 @@ export class EngineExec {
     } catch {
       return undefined;
     }
-    return new EngineExec(socket);
+    return new EngineExec(socket, options.direct !== false && process.platform === 'linux');
   }
 
   /**
@@ -57,7 +64,7 @@ export class EngineExec {
    * does. Rejects with the daemon's words (`Error response from daemon: No such container: x`)
    * when it refuses, or with the connection's error when the socket cannot be reached.
    */
-  async start(containerId: string, cmd: string[], user?: string): Promise<RunningProcess> {
+  async start(containerId: string, cmd: string[], user?: string): Promise<ChannelProcess> {
     const created = await this.call('POST', `/containers/${encodeURIComponent(containerId)}/exec`, {
       AttachStdin: true,
       AttachStdout: true,
@@ -127,7 +134,7 @@ export class EngineExec {
   }
 
   /** The attached exec as a process: demultiplexed output, stdin, and its exit code at the end. */
-  private attached(id: string, socket: Socket): RunningProcess {
+  private attached(id: string, socket: Socket): ChannelProcess {
     const stdout = new PassThrough();
     const stderr = new PassThrough();
     let pending: Buffer = Buffer.alloc(0);
@@ -168,7 +175,19 @@ export class EngineExec {
       },
     });
     stdin.on('error', () => {});
-    return { stdin, stdout, stderr, exited, kill: () => socket.destroy() };
+    const proc: ChannelProcess = { stdin, stdout, stderr, exited, kill: () => socket.destroy() };
+    if (this.direct) {
+      // The exec's process as the host's kernel numbers it (what /proc on this machine shows).
+      proc.hostPid = () =>
+        this.call('GET', `/exec/${id}/json`).then(
+          (text) => {
+            const pid = (JSON.parse(text) as { Pid?: unknown }).Pid;
+            return typeof pid === 'number' && Number.isInteger(pid) && pid > 0 ? pid : undefined;
+          },
+          () => undefined,
+        );
+    }
+    return proc;
   }
 }
 

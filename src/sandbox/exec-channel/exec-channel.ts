@@ -1,10 +1,11 @@
-import type { RunningProcess } from '../../host/command-runner.js';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
 import { TailBuffer } from '../../host/tail-buffer.js';
 import { CHANNEL_AGENT } from './agent-script.js';
 import { INLINE_SCRIPT_LIMIT } from './channel-command.js';
 import { FrameParser, type AgentFrame } from './frame-parser.js';
 import { NATIVE_BOOT, nativeAgentBinary, type ExecAgentKind } from './native-agent.js';
-import type { ChannelCommand, ChannelHost, ChannelOutcome, ChannelRunOptions } from './types.js';
+import type { ChannelCommand, ChannelHost, ChannelOutcome, ChannelProcess, ChannelRunOptions } from './types.js';
 
 /** How long the agent may take to say hello (a `docker exec` start plus a few probes). */
 const START_TIMEOUT_MS = 30_000;
@@ -20,6 +21,10 @@ const DRAIN_GRACE_MS = 2_000;
  * so a slow Docker daemon does not pass for a stuck agent.
  */
 const KILL_BACKSTOP_MS = 5_000;
+/** How long connecting to the agent's socket may take before the channel stays on its streams. */
+const DIRECT_TIMEOUT_MS = 2_000;
+/** The longest path connect() takes for a unix socket (sun_path less its NUL). */
+const MAX_SOCKET_PATH = 107;
 
 /**
  * Channel lifecycle:
@@ -64,7 +69,11 @@ export class ExecChannel {
   state: ChannelState = 'starting';
   /** Why the channel closed, for notices; `closed` when close() was called. */
   closeReason = '';
-  private proc?: RunningProcess;
+  private proc?: ChannelProcess;
+  /** The direct connection to the agent, once it carries the channel (see tryDirect). */
+  private sock?: Socket;
+  /** A direct connection being set up: its tokens, and how to end the attempt. */
+  private attempt?: { agentToken: string; hostToken: string; done?: (ok: boolean) => void };
   private readonly parser = new FrameParser();
   private nextId = 1;
   private current?: InFlight;
@@ -74,6 +83,12 @@ export class ExecChannel {
   private readonly closedListeners: (() => void)[] = [];
   /** Which agent answered the hello. */
   agent: ExecAgentKind = 'sh';
+  /**
+   * How requests and answers travel: `stream`, the docker exec's own streams (through
+   * containerd's shim and dockerd), or `direct`, a unix socket from this process into the
+   * container (a local engine, where this process may enter the container's files).
+   */
+  transport: 'stream' | 'direct' = 'stream';
 
   private constructor(
     private readonly host: ChannelHost,
@@ -108,7 +123,7 @@ export class ExecChannel {
     ready.catch(() => {});
     // Docker's own complaints (no such user, container gone) arrive on the control stream too.
     const early = new TailBuffer(2048);
-    let proc: RunningProcess;
+    let proc: ChannelProcess;
     try {
       proc = await this.startProcess(cmd, argv);
     } catch (e) {
@@ -120,6 +135,7 @@ export class ExecChannel {
     if (binary) proc.stdin.write(binary);
     proc.stdout.on('data', (c: Buffer) => this.onStdout(c));
     proc.stderr.on('data', (c: Buffer) => {
+      if (this.sock) return this.fail(`bytes on the exec's stderr while the agent answers on its socket: ${JSON.stringify(c.subarray(0, 60).toString('latin1'))}`);
       if (this.state === 'starting') early.push(c);
       this.onControl(c);
     });
@@ -139,7 +155,7 @@ export class ExecChannel {
   }
 
   /** The agent's `docker exec`: through the engine's API where the host offers it, else the CLI. */
-  private async startProcess(cmd: string[], argv: string[]): Promise<RunningProcess> {
+  private async startProcess(cmd: string[], argv: string[]): Promise<ChannelProcess> {
     if (this.host.startExec) {
       try {
         return await this.host.startExec(cmd, this.user);
@@ -189,7 +205,7 @@ export class ExecChannel {
         if (inline) parts.push(Buffer.from('\n'));
       }
       if (command.input.length > 0) parts.push(command.input);
-      this.proc!.stdin.write(Buffer.concat(parts));
+      (this.sock ?? this.proc!.stdin).write(Buffer.concat(parts));
     });
   }
 
@@ -198,6 +214,7 @@ export class ExecChannel {
     if (this.state === 'closed') return;
     const proc = this.proc;
     this.shut('closed');
+    this.sock?.end();
     if (proc) {
       proc.stdin.end();
       const t = setTimeout(() => proc.kill(), 2_000);
@@ -238,12 +255,24 @@ export class ExecChannel {
   private onFrame(f: AgentFrame): void {
     if (f.type === 'noise') return; // kept in the start-up text for the message if the start fails
     if (f.type === 'hello') {
-      if (this.state === 'starting') {
-        this.agent = f.native ? 'native' : 'sh';
-        this.state = 'idle';
-        this.hello?.resolve();
+      if (this.state !== 'starting') return;
+      this.agent = f.native ? 'native' : 'sh';
+      if (f.mode === 'direct') {
+        if (!this.sock || !this.attempt?.done) return this.fail('protocol error: a direct hello outside a direct connection');
+        return this.attempt.done(true);
       }
-      return;
+      if (f.direct && this.proc?.hostPid && !this.attempt) {
+        // Offer the socket; the channel is ready once it is set up or given up (tryDirect).
+        this.attempt = { agentToken: randomBytes(16).toString('hex'), hostToken: randomBytes(16).toString('hex') };
+        this.proc.stdin.write(`D ${this.attempt.agentToken} ${this.attempt.hostToken}\n`);
+        return;
+      }
+      return this.ready();
+    }
+    if (f.type === 'direct') {
+      if (this.state !== 'starting' || !this.attempt || this.attempt.done) return this.fail('protocol error: an unasked direct answer');
+      if (f.path === undefined) return this.ready();
+      return void this.tryDirect(f.path);
     }
     if (f.type === 'refused') {
       this.shut(`the image cannot run it: ${f.reason}`, 'image');
@@ -285,6 +314,63 @@ export class ExecChannel {
     }
   }
 
+  private ready(): void {
+    if (this.state !== 'starting') return;
+    this.state = 'idle';
+    this.hello?.resolve();
+  }
+
+  /**
+   * Connects to the agent's socket at `path` (inside the container) through /proc/<pid>/root,
+   * as the agent's D answer offers (see try_direct in ct-exec-agent.c). The agent speaks first,
+   * its token, and nothing is written before it proves itself: a socket put in its place by
+   * something else in the container learns nothing. Any failure (no pid, no access to the
+   * container's files, a wrong or missing token) leaves the channel on its streams.
+   */
+  private async tryDirect(path: string): Promise<void> {
+    const attempt = this.attempt!;
+    const pid = await this.proc!.hostPid!();
+    if (this.state !== 'starting') return;
+    const hostPath = pid === undefined ? '' : `/proc/${pid}/root${path}`;
+    if (!hostPath || Buffer.byteLength(hostPath) > MAX_SOCKET_PATH) return this.ready();
+    const sock = connect(hostPath);
+    let head = Buffer.alloc(0);
+    const timer = setTimeout(() => attempt.done?.(false), DIRECT_TIMEOUT_MS);
+    attempt.done = (ok) => {
+      attempt.done = undefined;
+      clearTimeout(timer);
+      if (ok) {
+        this.transport = 'direct';
+        return this.ready();
+      }
+      sock.destroy();
+      if (this.sock === sock) this.sock = undefined;
+      this.ready();
+    };
+    sock.on('error', () => attempt.done?.(false));
+    sock.on('close', () => {
+      if (attempt.done) attempt.done(false);
+      else if (this.sock === sock) this.fail('the direct connection to the agent closed');
+    });
+    const onHead = (c: Buffer) => {
+      head = Buffer.concat([head, c]);
+      const nl = head.indexOf(10);
+      if (nl < 0) {
+        if (head.length > 256) attempt.done?.(false);
+        return;
+      }
+      const got = head.subarray(0, nl);
+      const want = Buffer.from(attempt.agentToken, 'latin1');
+      if (got.length !== want.length || !timingSafeEqual(got, want)) return attempt.done?.(false);
+      sock.off('data', onHead);
+      this.sock = sock;
+      sock.on('data', (d: Buffer) => this.onControl(d));
+      sock.write(`${attempt.hostToken}\n`);
+      if (head.length > nl + 1) this.onControl(head.subarray(nl + 1));
+    };
+    sock.on('data', onHead);
+  }
+
   private complete(call: InFlight): void {
     const r = call.result!;
     this.finish(call);
@@ -324,6 +410,7 @@ export class ExecChannel {
 
   private fail(why: string): void {
     this.proc?.kill();
+    this.sock?.destroy();
     this.shut(why);
   }
 

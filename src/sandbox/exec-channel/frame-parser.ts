@@ -1,6 +1,12 @@
 /** What the agent says on its control stream, one event per frame (see CHANNEL_AGENT). */
 export type AgentFrame =
-  | { type: 'hello'; pid: number; setsid: boolean; mode: 'stream' | 'file'; native: boolean }
+  /**
+   * `mode`: how the agent's answers travel: the docker exec's streams (stdout through a file for
+   * `file`) or, after a direct hello, the host's socket. `direct`: it can take a D request.
+   */
+  | { type: 'hello'; pid: number; setsid: boolean; mode: 'stream' | 'file' | 'direct'; native: boolean; direct: boolean }
+  /** The native agent's answer to a D request: the socket it listens on, or undefined (it cannot). */
+  | { type: 'direct'; path?: string }
   /** A line before the hello that is not a frame: docker's own words (a warning, an error). */
   | { type: 'noise'; line: string }
   | { type: 'refused'; reason: string }
@@ -100,11 +106,22 @@ export class FrameParser {
       });
     };
     switch (tag) {
-      case 'H':
-        if (f[0] !== '1' || (f.length !== 4 && !(f.length === 5 && f[4] === 'native')) || (f[3] !== 'stream' && f[3] !== 'file')) {
-          throw new Error(`unsupported agent: ${JSON.stringify(line.slice(0, 80))}`);
-        }
-        return { type: 'hello', pid: Number(f[1]), setsid: f[2] !== '-', mode: f[3], native: f.length === 5 };
+      case 'H': {
+        // sh: `H 1 pid setsid stream|file`; native: `... stream native [direct]`, `... direct native`
+        const native = f[4] === 'native';
+        const ok =
+          f[0] === '1' &&
+          /^\d+$/.test(f[1] ?? '') &&
+          (f.length === 4
+            ? f[3] === 'stream' || f[3] === 'file'
+            : native && ((f[3] === 'stream' && (f.length === 5 || (f.length === 6 && f[5] === 'direct'))) || (f[3] === 'direct' && f.length === 5)));
+        if (!ok) throw new Error(`unsupported agent: ${JSON.stringify(line.slice(0, 80))}`);
+        const mode = f[3] as 'stream' | 'file' | 'direct';
+        return { type: 'hello', pid: Number(f[1]), setsid: f[2] !== '-', mode, native, direct: f[5] === 'direct' };
+      }
+      case 'D':
+        if (!this.greeted || f.length !== 1 || !(f[0] === '-' || /^\/[\x21-\x7e]*$/.test(f[0]!))) throw bad();
+        return f[0] === '-' ? { type: 'direct' } : { type: 'direct', path: f[0] };
       case 'E':
         return { type: 'refused', reason: f.join(' ') };
       case 'F':

@@ -25,13 +25,22 @@ export interface ChannelHost {
    * Starts `docker exec -i [--user U] CONTAINER cmd...` without the docker CLI (a local engine's
    * API, see EngineExec); when absent, or when it cannot reach the engine, the CLI is used.
    */
-  startExec?(cmd: string[], user: string | undefined): Promise<RunningProcess>;
+  startExec?(cmd: string[], user: string | undefined): Promise<ChannelProcess>;
   /**
    * Sends SIGKILL to pids (negative: process groups) inside the container, as `user` (the
    * channel's own), never as root: the pids come from the agent, which a command running as
    * that user could forge, so the kill must not reach further than the command itself could.
    */
   kill(pids: string[], user: string | undefined): Promise<void>;
+}
+
+/** A channel's `docker exec`. */
+export interface ChannelProcess extends RunningProcess {
+  /**
+   * The exec's pid on this machine, where its engine runs on this machine's kernel (a local
+   * engine) and channels may connect to their agents directly; undefined if it cannot be told.
+   */
+  hostPid?(): Promise<number | undefined>;
 }
 
 /** One command for a channel, already checked to be expressible (see encodeChannelCommand). */

@@ -26,12 +26,24 @@
  *                  last <err sent> bytes of stderr, `Z <id>`. Stderr keeps its last <cap> bytes
  *                  in memory. A short call's O, X, R and Z go as one write.
  *
- * Hello: `H 1 <pid> setsid stream native`. The command runs in its own session (process group
+ * Hello: `H 1 <pid> setsid stream native direct`. The command runs in its own session (process group
  * = pid, for the host's timeout kill), with default signal dispositions and an empty signal
  * mask, stdin from the request's bytes (a memfd, else an unlinked file) or /dev/null. When the
  * command has exited but something it started still holds its stdout or stderr, the agent
  * reads on for the drain grace (argv[2], ms), then closes the pipes: those processes see a
  * closed pipe, as after `docker exec` returns.
+ *
+ * The direct socket (`direct` in the hello): the host, when it can reach the container's
+ * filesystem (/proc/<exec pid>/root on the engine's own machine), may answer the hello with
+ * `D <agent token> <host token>\n` (32-128 lowercase hex each). The agent binds `<dir>/s` (mode
+ * 0600 in its 0700 directory) and says `D <path>` (or `D -`: no socket, stay on the streams).
+ * The first peer to connect must be outside the container's pid namespace (SO_PEERCRED pid 0:
+ * nothing the sandbox runs can pass); the agent sends its token first, so the host knows it
+ * reached this agent before it sends anything, then reads the host's token (2 s). Any failure
+ * closes the socket, removes it and ends the attempt for good: requests keep coming on stdin.
+ * On success the socket carries both directions (`H 1 <pid> setsid direct native`, then the
+ * same protocol), one hop instead of three per message; stdin is then only watched for its
+ * end, which still ends the agent.
  *
  * The agent ignores TERM, INT and HUP (a task's `pkill` must not take the channel down) and
  * exits when its stdin closes, removing its directory (argv[1]); the spare then reads the end of
@@ -49,10 +61,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -68,6 +82,10 @@ extern char **environ;
 static const char *agent_dir = "";
 static long drain_ms = 2000;
 static int chld_pipe[2] = {-1, -1};
+/* Where requests come from and answers go: the docker exec's stdin and stderr, or, once the
+   host has connected directly (try_direct), its socket for both. */
+static int in_fd = 0, ctl_fd = 2;
+static int direct_mode;
 
 /* ------------------------------------------------------------------ output helpers */
 
@@ -92,7 +110,7 @@ static char ctl[4096];
 static size_t ctl_len;
 
 static void flush(void) {
-  if (ctl_len > 0) write_all(2, ctl, ctl_len);
+  if (ctl_len > 0) write_all(ctl_fd, ctl, ctl_len);
   ctl_len = 0;
 }
 
@@ -130,6 +148,8 @@ static void cleanup_and_exit(int code) {
     unlink(path);
     snprintf(path, sizeof path, "%s/i", agent_dir);
     unlink(path);
+    snprintf(path, sizeof path, "%s/s", agent_dir);
+    unlink(path);
     rmdir(agent_dir);
   }
   exit(code);
@@ -146,11 +166,20 @@ static void refuse(const char *reason) {
 static char inbuf[65536];
 static size_t in_start, in_end;
 
-/* 0 at end of input. */
+/* 0 at end of input; in direct mode also when the docker exec's stdin ends (or says anything). */
 static int fill(void) {
   if (in_start == in_end) in_start = in_end = 0;
   for (;;) {
-    ssize_t r = read(0, inbuf + in_end, sizeof inbuf - in_end);
+    if (direct_mode) {
+      struct pollfd p[2] = {{.fd = in_fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+      if (poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return 0;
+      }
+      if (p[1].revents) return 0;
+      if (!p[0].revents) continue;
+    }
+    ssize_t r = read(in_fd, inbuf + in_end, sizeof inbuf - in_end);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return 0;
     in_end += (size_t)r;
@@ -387,7 +416,7 @@ static void send_out(uint64_t id, const char *data, size_t n) {
   char h[64];
   int hn = snprintf(h, sizeof h, "O %llu %zu\n", (unsigned long long)id, n);
   struct iovec v[3] = {{ctl, ctl_len}, {h, (size_t)hn}, {(void *)data, n}};
-  writev_all(2, v, 3);
+  writev_all(ctl_fd, v, 3);
   ctl_len = 0;
 }
 
@@ -712,9 +741,130 @@ static void run_call(uint64_t id, uint64_t cap, char *payload, size_t plen, int 
     v[3] = (struct iovec){errs.buf + errs.head, errs.len - errs.head};
     v[4] = (struct iovec){errs.buf, errs.head};
   }
-  writev_all(2, v, 6);
+  writev_all(ctl_fd, v, 6);
   ctl_len = 0;
   free(errs.buf);
+}
+
+/* ------------------------------------------------------------------ direct connection */
+
+/* A token of the D request: 32-128 lowercase hex digits. */
+static int hex_token(const char *t) {
+  size_t n = 0;
+  for (; t[n]; n++) {
+    if (!((t[n] >= '0' && t[n] <= '9') || (t[n] >= 'a' && t[n] <= 'f'))) return 0;
+  }
+  return n >= 32 && n <= 128;
+}
+
+/* Compares in time independent of where the strings differ. */
+static int same_token(const char *a, const char *b, size_t n) {
+  unsigned char d = 0;
+  for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+/* One line (at most cap - 1 bytes, newline dropped) from fd within ms; 0 otherwise. */
+static int read_line_fd(int fd, char *out, size_t cap, long ms) {
+  size_t n = 0;
+  long until = now_ms() + ms;
+  while (n + 1 < cap) {
+    long left = until - now_ms();
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (left <= 0 || poll(&p, 1, (int)left) <= 0) return 0;
+    ssize_t r = read(fd, out + n, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    if (out[n] == '\n') {
+      out[n] = 0;
+      return 1;
+    }
+    n++;
+  }
+  return 0;
+}
+
+/*
+ * `D <agent token> <host token>`: the host offers to talk over a unix socket instead of the
+ * docker exec's streams, which saves each message two hops (containerd's shim and dockerd).
+ * The agent listens on <dir>/s and says `D <path>` (`D -`: it cannot); the host connects
+ * through /proc/<agent's host pid>/root. A connection counts only if its peer is outside this
+ * container's pid namespace (SO_PEERCRED's pid is 0 there): a process of the sandbox that
+ * connects, or that put its own socket in the path's place to relay, has a pid here. On a peer
+ * that passes, the agent speaks first, its token, so the host writes nothing to a socket that
+ * is not the agent's; the host answers with its token; then the hello, `H 1 <pid> setsid direct
+ * native`, comes over the socket, which carries requests and answers from then on. The docker
+ * exec stays open: its stdin ending still ends the agent. Anything on stdin first (the host
+ * gave up on the socket and sent a request) or a peer that fails ends the attempt.
+ */
+static void try_direct(char *tokens) {
+  char *agent_token = strsep(&tokens, " "), *host_token = tokens;
+  if (!agent_token || !host_token || !hex_token(agent_token) || !hex_token(host_token)) refuse("bad request header");
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  char dir[4096];
+  int ls = -1;
+  if (agent_dir[0] == '/' && realpath(agent_dir, dir)) {
+    int n = snprintf(addr.sun_path, sizeof addr.sun_path, "%s/s", dir);
+    int plain = n > 0 && (size_t)n < sizeof addr.sun_path;
+    for (int i = 0; plain && i < n; i++) plain = addr.sun_path[i] > ' ' && addr.sun_path[i] < 127;
+    if (plain) ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  }
+  if (ls >= 0) {
+    unlink(addr.sun_path);
+    mode_t old = umask(077);
+    int ok = bind(ls, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(ls, 4) == 0;
+    umask(old);
+    if (!ok) {
+      close(ls);
+      unlink(addr.sun_path);
+      ls = -1;
+    }
+  }
+  if (ls < 0) {
+    control("D -\n");
+    flush();
+    return;
+  }
+  control("D %s\n", addr.sun_path);
+  flush();
+  int conn = -1;
+  while (in_start == in_end) {
+    struct pollfd p[2] = {{.fd = ls, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[1].revents) break;
+    if (!(p[0].revents & POLLIN)) continue;
+    int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    struct ucred cred;
+    socklen_t clen = sizeof cred;
+    char answer[160];
+    size_t hlen = strlen(host_token);
+    int ok = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.pid == 0;
+    if (ok) {
+      char msg[160];
+      int mn = snprintf(msg, sizeof msg, "%s\n", agent_token);
+      ok = send(c, msg, (size_t)mn, MSG_NOSIGNAL) == mn && read_line_fd(c, answer, sizeof answer, 2000) &&
+           strlen(answer) == hlen && same_token(answer, host_token, hlen);
+    }
+    if (ok) {
+      conn = c;
+      break;
+    }
+    /* Someone else got there, or the host's answer was wrong: no second try, the stream stays. */
+    close(c);
+    break;
+  }
+  close(ls);
+  unlink(addr.sun_path);
+  /* The host learns of a failure from its connection: refused, or closed unanswered. */
+  if (conn < 0) return;
+  in_fd = ctl_fd = conn;
+  direct_mode = 1;
+  control("H 1 %d setsid direct native\n", (int)getpid());
+  flush();
 }
 
 int main(int argc, char **argv) {
@@ -746,10 +896,15 @@ int main(int argc, char **argv) {
     }
   }
   make_spare();
-  control("H 1 %d setsid stream native\n", (int)getpid());
+  control("H 1 %d setsid stream native direct\n", (int)getpid());
   flush();
   char line[MAX_HEADER];
   while (read_line(line, sizeof line)) {
+    if (line[0] == 'D' && line[1] == ' ') {
+      if (direct_mode) refuse("bad request header");
+      try_direct(line + 2);
+      continue;
+    }
     char *f[4];
     int n = 0;
     for (char *s = line, *tok; n < 4 && (tok = strsep(&s, " ")); ) f[n++] = tok;
