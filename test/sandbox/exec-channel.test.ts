@@ -622,6 +622,15 @@ describe('exec channel (native agent): the direct socket into the container', { 
     });
   }
   const token = () => randomBytes(16).toString('hex');
+  /** The agent still takes requests on the exec's stdin and answers on its stderr, and ends with it. */
+  async function answersOnItsStreams(agent: Agent): Promise<void> {
+    agent.ctl = '';
+    agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
+    await until(agent, /Z 1\n/);
+    assert.match(agent.ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 14\non the stream\nR 1 0 /);
+    agent.proc.stdin.end();
+    assert.equal(await agent.proc.exited, 0);
+  }
 
   test('the host\'s tokens set it up: the agent speaks first, then answers over the socket alone', async () => {
     const agent = await startAgent();
@@ -660,12 +669,7 @@ describe('exec channel (native agent): the direct socket into the container', { 
     assert.equal(inside.stdout, '""');
     // The attempt is over: the host's own connection is refused, and requests go by the stream.
     await assert.rejects(listen(path), /ENOENT|ECONNREFUSED/);
-    agent.ctl = '';
-    agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
-    await until(agent, /Z 1\n/);
-    assert.match(agent.ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 14\non the stream\nR 1 0 /);
-    agent.proc.stdin.end();
-    assert.equal(await agent.proc.exited, 0);
+    await answersOnItsStreams(agent);
   });
 
   test('a peer outside that answers with the wrong token is cut off; the agent stays on its streams', async () => {
@@ -673,12 +677,7 @@ describe('exec channel (native agent): the direct socket into the container', { 
     const agentToken = token();
     const path = await offer(agent, agentToken, token());
     assert.equal(await listen(path, `${token()}\n`), `${agentToken}\n`);
-    agent.ctl = '';
-    agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
-    await until(agent, /Z 1\n/);
-    assert.match(agent.ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 14\non the stream\nR 1 0 /);
-    agent.proc.stdin.end();
-    assert.equal(await agent.proc.exited, 0);
+    await answersOnItsStreams(agent);
   });
 
   test('a channel whose socket cannot be reached stays on its streams, at once', async () => {
