@@ -622,12 +622,32 @@ describe('exec channel (native agent): the direct socket into the container', { 
     });
   }
   const token = () => randomBytes(16).toString('hex');
+  /**
+   * An answer's control lines (the P line without its pid) and its stdout, joined from its O
+   * frames: how the output is split, and whether it comes before the X, depends on timing.
+   */
+  function frames(text: string): { lines: string[]; stdout: string } {
+    const lines: string[] = [];
+    let stdout = '';
+    for (let at = 0; at < text.length; ) {
+      const nl = text.indexOf('\n', at);
+      if (nl < 0) throw new Error(`an unfinished line: ${JSON.stringify(text.slice(at))}`);
+      const line = text.slice(at, nl);
+      at = nl + 1;
+      const o = /^O \d+ (\d+)$/.exec(line);
+      if (o) {
+        stdout += text.slice(at, at + Number(o[1]));
+        at += Number(o[1]);
+      } else lines.push(line.replace(/^(P \d+) \d+/, '$1'));
+    }
+    return { lines, stdout };
+  }
   /** The agent still takes requests on the exec's stdin and answers on its stderr, and ends with it. */
   async function answersOnItsStreams(agent: Agent): Promise<void> {
     agent.ctl = '';
     agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
     await until(agent, /Z 1\n/);
-    assert.match(agent.ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 14\non the stream\nR 1 0 /);
+    assert.deepEqual(frames(agent.ctl), { lines: ['P 1 0 0', 'X 1 0', 'R 1 0 14 14 0 0', 'Z 1'], stdout: 'on the stream\n' });
     agent.proc.stdin.end();
     assert.equal(await agent.proc.exited, 0);
   }
@@ -651,7 +671,9 @@ describe('exec channel (native agent): the direct socket into the container', { 
     const before = agent.ctl;
     sock.write(request(1, ['sh', '-c', `echo over the socket; ls ${agent.dir}`]));
     await hear(/Z 1\n$/);
-    assert.match(heard, /^P 1 \d+ 0 0\nX 1 0\nO 1 \d+\nover the socket\nct-exec-agent\nR 1 0 /, 'the socket file is gone once connected');
+    const answer = frames(heard);
+    assert.equal(answer.stdout, 'over the socket\nct-exec-agent\n', 'the socket file is gone once connected');
+    assert.deepEqual(answer.lines, ['P 1 0 0', 'X 1 0', 'R 1 0 30 30 0 0', 'Z 1']);
     assert.equal(agent.ctl, before, 'nothing more on the exec\'s stderr');
     // Ending the exec's stdin still ends the agent, and with it the socket.
     const closed = new Promise((r) => sock.on('close', r));

@@ -8,6 +8,8 @@ import type { ChannelProcess } from '../exec-channel/types.js';
 
 /** How long the two requests that start an exec may take (the daemon is local). */
 const REQUEST_TIMEOUT_MS = 30_000;
+/** How long an exec's host pid is waited for once it runs (see hostPid). */
+const HOST_PID_WAIT_MS = 1_000;
 
 /**
  * `docker exec -i` spoken straight to a local Docker Engine over its unix socket (the Engine
@@ -176,18 +178,30 @@ export class EngineExec {
     });
     stdin.on('error', () => {});
     const proc: ChannelProcess = { stdin, stdout, stderr, exited, kill: () => socket.destroy() };
-    if (this.direct) {
-      // The exec's process as the host's kernel numbers it (what /proc on this machine shows).
-      proc.hostPid = () =>
-        this.call('GET', `/exec/${id}/json`).then(
-          (text) => {
-            const pid = (JSON.parse(text) as { Pid?: unknown }).Pid;
-            return typeof pid === 'number' && Number.isInteger(pid) && pid > 0 ? pid : undefined;
-          },
-          () => undefined,
-        );
-    }
+    if (this.direct) proc.hostPid = () => this.hostPid(id);
     return proc;
+  }
+
+  /**
+   * The exec's process as the host's kernel numbers it (what /proc on this machine shows), or
+   * undefined. dockerd records it only once containerd's start returns, which on a loaded
+   * machine can be after the process has written its first lines: pid 0 is asked again, for up
+   * to HOST_PID_WAIT_MS.
+   */
+  private async hostPid(id: string): Promise<number | undefined> {
+    const deadline = Date.now() + HOST_PID_WAIT_MS;
+    for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
+      let info: { Pid?: unknown };
+      try {
+        info = JSON.parse(await this.call('GET', `/exec/${id}/json`)) as typeof info;
+      } catch {
+        return undefined;
+      }
+      const pid = info.Pid;
+      if (typeof pid === 'number' && Number.isInteger(pid) && pid > 0) return pid;
+      if (Date.now() + delay > deadline) return undefined;
+      await new Promise((r) => setTimeout(r, delay));
+    }
   }
 }
 
