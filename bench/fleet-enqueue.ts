@@ -38,6 +38,7 @@ function jobs(fleetId: string): JobMessage[] {
     version: PROTOCOL_VERSION,
     fleet_id: fleetId,
     job: { job_id: `env-main${i % 100}-e${Math.floor(i / 100) + 1}`, sample_id: `env:main${i % 100}`, setting: 'demo', env: 'env', main_task: `main${i % 100}`, epoch: Math.floor(i / 100) + 1 },
+    ticket: 1,
   }));
 }
 

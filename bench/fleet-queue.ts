@@ -47,6 +47,7 @@ function manifest(fleetId: string, n: number): Manifest {
     policy: { name: 'test', args: {} },
     sample_options: { scorerTimeout: 120, setupTimeout: 600, sandboxAttempts: 3, tools: { bashTimeout: 180, modelOutputLimit: 16000 } },
     samples_per_worker: 10,
+    max_attempts: 3,
     settings: [],
     extra_src: [],
     sandbox: { spec: 'docker' },
@@ -92,7 +93,7 @@ async function main(): Promise<void> {
     // enqueue
     const q1 = new SqsJobQueue({ sqs, fleetId: 'benchenqueue', queuePrefix: 'lb-fleet-' });
     await q1.create({ visibilityTimeoutSeconds: 60, maxReceiveCount: 3 });
-    const jobs: JobMessage[] = Array.from({ length: N }, (_, i) => ({ version: PROTOCOL_VERSION, fleet_id: 'benchenqueue', job: job(i + 1) }));
+    const jobs: JobMessage[] = Array.from({ length: N }, (_, i) => ({ version: PROTOCOL_VERSION, fleet_id: 'benchenqueue', job: job(i + 1), ticket: 1 }));
     let t = performance.now();
     const sent = await q1.enqueue(jobs);
     const enqSeconds = (performance.now() - t) / 1000;
@@ -107,7 +108,7 @@ async function main(): Promise<void> {
     await q2.create({ visibilityTimeoutSeconds: 60, maxReceiveCount: 3 });
     const m = manifest(fleetId, J);
     const header = fleetLogHeader(m, 'bench');
-    await q2.enqueue(m.jobs.map((j) => ({ version: PROTOCOL_VERSION, fleet_id: fleetId, job: j })));
+    await q2.enqueue(m.jobs.map((j) => ({ version: PROTOCOL_VERSION, fleet_id: fleetId, job: j, ticket: 1 })));
     let done = 0;
     t = performance.now();
     while (done < J) {
@@ -138,7 +139,7 @@ async function main(): Promise<void> {
     let peak = process.memoryUsage().rss;
     const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 50);
     t = performance.now();
-    const merged = await mergeFleetResults({ store: mstore, manifest: mf, header: mheader, logDir, startedAt: new Date().toISOString() });
+    const merged = await mergeFleetResults({ store: mstore, manifest: mf, header: mheader, logDir });
     const mergeSeconds = (performance.now() - t) / 1000;
     clearInterval(timer);
     rmSync(logDir, { recursive: true, force: true });

@@ -12,6 +12,7 @@ interface WorkerFlags {
   concurrency?: number;
   secrets?: string;
   spotWatch?: boolean;
+  exitWithParent?: boolean;
 }
 
 const FLEET_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -30,6 +31,7 @@ export function registerFleetCommands(program: Command): void {
     .addOption(
       new Option('--secrets <from>', "where the fleet's API keys come from: ssm (its parameters; this machine's own values win) or env (this machine only) (default: fleet.worker_secrets, CT_FLEET_WORKER_SECRETS, ssm)").choices(['ssm', 'env']),
     )
+    .option('--exit-with-parent', 'stop (handing back its jobs) when stdin closes: the process that started this worker and holds its stdin is gone (local: workers)')
     .option('--spot-watch', 'on an EC2 spot instance: watch the instance metadata for an interruption notice (then take no more jobs and queue unfinished ones again before the deadline)')
     .addHelpText(
       'after',
@@ -85,6 +87,13 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
+  const parentGone = new AbortController();
+  if (flags.exitWithParent) {
+    process.stdin.on('end', () => parentGone.abort());
+    process.stdin.on('close', () => parentGone.abort());
+    process.stdin.on('error', () => parentGone.abort());
+    process.stdin.resume();
+  }
   try {
     const result = await runWorker({
       queue,
@@ -97,9 +106,11 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
       git: settingsGitRunner(config, process.env),
       log,
       ...(flags.spotWatch ? { spotNotice: await spotNoticeReader(config.aws_env) } : {}),
+      ...(flags.exitWithParent ? { parentGone: parentGone.signal } : {}),
     });
     return result.exitCode;
   } finally {
+    if (flags.exitWithParent) process.stdin.destroy();
     sqs.destroy();
     s3.destroy();
   }

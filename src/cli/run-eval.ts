@@ -150,8 +150,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
   checkPolicyFitsSamples(policy, samples);
   if (isFleetRun(flags)) {
-    const perWorker = flags.maxSamples ?? config.fleet.samples_per_worker;
-    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), perWorker, version: ctVersion(), argv: process.argv, envFlags: flags.env });
+    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), ...(flags.maxSamples !== undefined ? { maxSamples: flags.maxSamples } : {}), version: ctVersion(), argv: process.argv, envFlags: flags.env });
   }
   checkNoFleetFlags(flags);
 

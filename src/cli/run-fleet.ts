@@ -3,6 +3,7 @@
  * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
  */
 import { errorExcerpt } from '../eval/error-excerpt.js';
+import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -11,6 +12,10 @@ import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { SampleOptions } from '../eval/sample-options.js';
+import { defaultMaxSamples } from '../eval/capacity.js';
+import { emptyFleetState } from '../fleet/controller.js';
+import { mergedLogPath } from '../fleet/merge-results.js';
+import { fleetLogHeader } from '../fleet/one-sample-log.js';
 import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
@@ -31,6 +36,8 @@ export interface FleetFlags {
   spot?: boolean;
   onDemand?: boolean;
   concurrency?: number;
+  /** `--no-retry-errors` sets it false: a rerun keeps its error results. */
+  retryErrors?: boolean;
 }
 
 /** The fleet flags of `ct run eval`. */
@@ -44,6 +51,7 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--price <usd-per-hour>', 'with --ec2: USD per worker instance-hour for the estimate, instead of the price table (fleet.price_per_hour)', positiveNumber)
     .option('-y, --yes', 'with --fleet: start without asking (needed when there is no terminal)')
     .option('--new-fleet', 'with --fleet: drop earlier results of the same fleet and start over (default: resume)')
+    .option('--no-retry-errors', 'with --fleet: a rerun keeps the error results of earlier runs (default: jobs that ended in error or were dead-lettered are run again)')
     .option('--extra-src <dir>', 'with --fleet: ship DIR to workers as an import root for module:export policies and sandboxes (repeatable)', collect, [])
     .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
     .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
@@ -75,6 +83,7 @@ export function checkNoFleetFlags(flags: FleetFlags): void {
     flags.spot && '--spot',
     flags.onDemand && '--on-demand',
     flags.concurrency !== undefined && '--concurrency',
+    flags.retryErrors === false && '--no-retry-errors',
   ].filter(Boolean);
   if (given.length) throw new ConfigError(`${given.join(', ')} only apply to fleet runs; add --fleet (or --ec2)`);
 }
@@ -88,8 +97,8 @@ export interface FleetRunInput {
   policyArgs: Record<string, string>;
   taskName: string;
   sampleOptions: SampleOptions;
-  /** Samples each worker runs at once (--max-samples, else fleet.samples_per_worker). */
-  perWorker: number;
+  /** `--max-samples`: samples each worker runs at once (default: a share of this machine for local workers, fleet.samples_per_worker for external ones, the instance's size for EC2). */
+  maxSamples?: number;
   version: string;
   /** The command line, for the resume hint. */
   argv: string[];
@@ -126,12 +135,18 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   checkCredentialSources(config.aws_env);
   const packed = trees.map(packExtraSrc);
   // EC2 workers: who is launching, the instance type's size and the AMI, all read-only, all before anything is created.
-  let perWorker = input.perWorker;
   let ec2Plan: Awaited<ReturnType<typeof planEc2>> | undefined;
-  if (spec.kind === 'ec2') {
-    ec2Plan = await planEc2(config);
-    perWorker = flags.concurrency ?? ec2Plan.concurrency;
-  }
+  if (spec.kind === 'ec2') ec2Plan = await planEc2(config);
+  const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
+  const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
+  // Samples each worker runs at once. Local workers share this machine: together they take what
+  // one local run would (defaultMaxSamples), not N times it.
+  const perWorker =
+    spec.kind === 'ec2'
+      ? (flags.concurrency ?? ec2Plan!.concurrency)
+      : (input.maxSamples ?? (spec.kind === 'local' ? Math.max(1, Math.ceil(defaultMaxSamples() / workerCount)) : config.fleet.samples_per_worker));
+  // Spot or on-demand, resolved once: the estimate, the label and the launcher read this.
+  const spot = spec.kind === 'ec2' && (flags.onDemand ? false : flags.spot ? true : config.fleet.spot);
   // The worker-hour price, also before anything is created: a type the table lacks stops here (exit 2).
   const { ec2WorkerPrice } = await import('../fleet/estimate.js');
   const ec2Price =
@@ -139,7 +154,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       ? ec2WorkerPrice(config.fleet, {
           instanceType: config.ec2.instance_type,
           region: config.ec2.region,
-          spot: flags.onDemand ? false : flags.spot ? true : config.fleet.spot,
+          spot,
           ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}),
         })
       : undefined;
@@ -168,11 +183,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     if (!(e instanceof ConfigError) || spec.kind !== 'local') throw e;
     settings = pinLocalSettings(config, settingNames);
   }
-  const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
   // Workers elsewhere get the keys through the fleet's SSM parameters; local ones inherit this environment.
   const { fleetSecretsFromConfig, fleetSecretsPath, replaceFleetSecrets, deleteFleetSecrets } = await import('../fleet/secrets.js');
   const secrets = spec.kind === 'local' ? undefined : fleetSecretsFromConfig(config);
-  const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
   const base: Omit<Manifest, 'fleet_id' | 'created'> = {
     version: PROTOCOL_VERSION,
     task_name: input.taskName,
@@ -181,6 +194,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ...(input.policy.model ? { model: input.policy.model } : {}),
     sample_options: input.sampleOptions,
     samples_per_worker: perWorker,
+    max_attempts: config.fleet.max_receive_count,
     code: { sha: code.sha, kind: code.kind, artifact_key: artifactKey(code.sha) },
     settings,
     extra_src: packed.map((p) => ({ name: p.name, sha256: p.sha256 })),
@@ -195,6 +209,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     sampleIds: input.samples.map((s) => s.id),
     epochs: input.epochs,
     sandbox: flags.sandbox,
+    ...(spec.kind === 'ec2' ? { instanceType: config.ec2.instance_type } : {}),
     ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
     ...(xsHash ? { extraSrcHash: xsHash } : {}),
     settings: settings.map((x) => `${x.name}@${x.commit}`),
@@ -222,15 +237,21 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId });
   const out = (s: string) => process.stderr.write(`${s}\n`);
   try {
-    let state = flags.newFleet ? { done: new Set<string>() } : await inspectFleet(store, manifest);
+    // --new-fleet also reads what is there: its prompt says what it drops.
+    const found = await inspectFleet(store, manifest).catch((e: unknown) => {
+      if (flags.newFleet && e instanceof ConfigError) return emptyFleetState();
+      throw e;
+    });
+    let state = flags.newFleet ? emptyFleetState() : found;
+    const retried = flags.retryErrors === false ? 0 : state.errors.length;
     // Same jobs as before: keep the first controller's creation time (it names the merged log).
     if (state.prior) manifest.created = state.prior.created;
     // EC2 workers: as many as the backlog needs at `perWorker` each, at most --max-workers.
-    const wanted = spec.kind === 'ec2' ? Math.min(workerCount, Math.max(1, Math.ceil((jobs.length - state.done.size) / perWorker))) : workerCount;
+    const wanted = spec.kind === 'ec2' ? Math.min(workerCount, Math.max(1, Math.ceil((jobs.length - state.done.size + retried) / perWorker))) : workerCount;
     const estimate = estimateFleet({
       fleetId,
       jobs: jobs.length,
-      done: state.done.size,
+      done: state.done.size - retried,
       workers: wanted,
       perWorker,
       secondsPerSample: config.fleet.estimate_seconds_per_sample,
@@ -242,9 +263,19 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       spec.kind === 'local'
         ? `local processes on this machine`
         : ec2Plan
-          ? `${config.ec2.instance_type} EC2 instances (${flags.onDemand || !config.fleet.spot ? 'on-demand' : 'spot, on-demand fallback'}; ${ec2Plan.image.kind === 'worker-ami' ? `worker AMI ${ec2Plan.image.imageId}` : `stock Ubuntu ${ec2Plan.image.imageId}`})`
+          ? `${config.ec2.instance_type} EC2 instances (${spot ? 'spot, on-demand fallback' : 'on-demand'}; ${ec2Plan.image.kind === 'worker-ami' ? `worker AMI ${ec2Plan.image.imageId}` : `stock Ubuntu ${ec2Plan.image.imageId}`})`
           : 'started by you on your machines';
     out(formatEstimate(estimate, label));
+    if (retried) out(`retrying ${retried} job(s) whose result is an error (${state.errors.filter((e) => e.kind === 'dead').length} dead-lettered); --no-retry-errors keeps them`);
+    else if (state.errors.length) out(`keeping ${state.errors.length} error result(s) (--no-retry-errors)`);
+    const priorLog = found.prior ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined;
+    if (flags.newFleet && found.prior) {
+      out(
+        `--new-fleet drops the ${found.done.size} result(s) fleet ${fleetId} already has in s3://${config.fleet.bucket}/${fleetId}/` +
+          (priorLog && existsSync(priorLog) ? ` and its merged log ${priorLog}` : '') +
+          '; every job runs again',
+      );
+    }
     const secretsPath = fleetSecretsPath(config.fleet.secrets_prefix, fleetId);
     if (secrets) {
       const names = Object.keys(secrets).sort();
@@ -264,14 +295,16 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       const answer = await rl.question('Proceed? [y/N] ');
       rl.close();
       if (!/^y(es)?$/i.test(answer.trim())) {
-        out('not started');
-        return 0;
+        out('not started: nothing was created');
+        return 1;
       }
     }
     if (flags.newFleet) {
       const { deleteFleetObjects } = await import('../fleet/delete-fleet-objects.js');
       await deleteFleetObjects(s3, config.fleet.bucket, fleetId);
-      state = { done: new Set() };
+      state = emptyFleetState();
+      // The earlier merged log goes too, so the log dir holds this fleet once.
+      if (priorLog) await rm(priorLog, { force: true });
     }
 
     const { FleetEventsLog } = await import('../fleet/events-log.js');
@@ -282,12 +315,12 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
     const launcher: import('../fleet/launcher.js').FleetLauncher =
       ec2Plan
-        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, perWorker, s3, spot: flags.onDemand ? false : config.fleet.spot, note: (l) => progress.note(l) })
+        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, perWorker, s3, spot, note: (l) => progress.note(l) })
         : spec.kind === 'local'
         ? new LocalLauncher({
             fleetId,
             region: config.ec2.region,
-            concurrency: input.perWorker,
+            concurrency: perWorker,
             cwd: process.cwd(),
             env: process.env,
             logDir: join(config.log_dir, 'fleet', fleetId),
@@ -327,7 +360,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         workers: wanted,
         timings: {
           visibilityTimeout: config.fleet.visibility_timeout,
-          maxReceiveCount: config.fleet.max_receive_count,
+          maxAttempts: config.fleet.max_receive_count,
           pollSeconds: config.fleet.poll_seconds,
           checkSeconds: config.fleet.check_seconds,
           staleWarningMinutes: config.fleet.stale_warning_minutes,
@@ -338,6 +371,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         events,
         progress,
         pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
+        retryErrors: flags.retryErrors !== false,
         resumeCommand,
         signal: ac.signal,
       });
@@ -345,6 +379,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       if (spec.kind === 'local') await sweepLocalSandboxes(config);
+      // Workers still winding down (the queues are gone) do not hold this process.
+      if (launcher instanceof LocalLauncher) launcher.detach();
     }
     if (secrets && r.end === 'complete') {
       try {
@@ -363,9 +399,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     const m = r.merge!;
     if (flags.json) {
       process.stdout.write(
-        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
+        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, retried: r.retried, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
       );
-    } else printFleetSummary(fleetId, r.enqueued, r.launched.length, m);
+    } else printFleetSummary(fleetId, r.enqueued, r.retried, r.launched.length, m);
     const failed = m.rows.some((x) => x.error) || m.missing.length > 0;
     return failed && flags.failOnError ? 1 : 0;
   } finally {
@@ -395,13 +431,14 @@ function resumeCommandOf(argv: string[]): string {
 function printFleetSummary(
   fleetId: string,
   enqueued: number,
+  retried: number,
   launched: number,
   m: import('../fleet/merge-results.js').MergeOutcome,
 ): void {
   const failures = m.rows.filter((r) => r.dead);
   const lines: string[] = [];
   const totals = scoreTotals(m.rows);
-  lines.push(`fleet ${fleetId}: ${enqueued} job(s) enqueued, ${launched} worker(s) launched`);
+  lines.push(`fleet ${fleetId}: ${enqueued} job(s) enqueued${retried ? ` (${retried} error result(s) retried)` : ''}, ${launched} worker(s) launched`);
   const errors = m.rows.filter((r) => r.error);
   lines.push(`${m.status}: ${m.rows.length} sample(s)${totals ? `; ${totals}` : ''}${errors.length ? `; ${errors.length} error(s) (not scored)` : ''}`);
   if (failures.length) {

@@ -11,10 +11,12 @@
  *
  * Everything needed to go on lives in SQS and S3, so a controller that crashed or was stopped
  * is resumed by running the same command again: the fleet id is the same, finished jobs are
- * found in S3 and only the rest is queued. A job is finished when its result is stored. When
- * SQS dead-letters a job, the controller stores its result itself: a sample whose error names the
- * attempts, the workers and the last error — so the merged log has it, and a resume does not
- * queue it again.
+ * found in S3, and the queue ledger says whether the unfinished ones still have their messages
+ * (then nothing is queued again) or may not (then they are queued under a new generation and
+ * workers drop the older messages unrun): see `queueUnfinished`. A job is finished when its
+ * result is stored. When a job is dead-lettered, the controller stores its result itself: a
+ * sample whose error names the attempts, the workers and the last error — so the merged log has
+ * it. Error results are marked (`errors/`), and a rerun retries them unless told not to.
  */
 import { errorExcerpt } from '../eval/error-excerpt.js';
 import { CloudError, ConfigError, errorMessage, isRetryable } from '../errors.js';
@@ -25,12 +27,14 @@ import type { FleetProgress } from './fleet-progress.js';
 import type { FleetLauncher } from './launcher.js';
 import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
 import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
-import { PROTOCOL_VERSION, type Manifest } from './protocol.js';
-import type { JobQueue, ResultStore } from './types.js';
+import { PROTOCOL_VERSION, type ErrorMarker, type Job, type Manifest, type ParsedJobMessage, type QueueLedger } from './protocol.js';
+import { DEFAULT_RETENTION_SECONDS } from './sqs-job-queue.js';
+import { backstopReceiveCount, type Delivery, type JobQueue, type ResultStore } from './types.js';
 
 export interface FleetTimings {
   visibilityTimeout: number;
-  maxReceiveCount: number;
+  /** ct's attempt limit (fleet.max_receive_count); SQS's redrive is set above it as a backstop. */
+  maxAttempts: number;
   pollSeconds: number;
   checkSeconds: number;
   staleWarningMinutes: number;
@@ -43,6 +47,13 @@ export interface FleetState {
   prior?: Manifest;
   /** Jobs with a stored result (dead-lettered ones included). */
   done: Set<string>;
+  /** Jobs whose stored result is an error (dead-lettered, or the sample ended in error): what a rerun retries. */
+  errors: Array<{ jobId: string; kind: ErrorMarker['kind'] }>;
+}
+
+/** Nothing there yet (a new fleet, or `--new-fleet`). */
+export function emptyFleetState(): FleetState {
+  return { done: new Set(), errors: [] };
 }
 
 /**
@@ -55,10 +66,10 @@ export async function inspectFleet(store: ResultStore, manifest: Manifest): Prom
     prior = await store.getManifest();
   } catch (e) {
     if (e instanceof ConfigError) throw e;
-    if (/NoSuchBucket/.test(String((e as { code?: string }).code ?? '') + String((e as Error).message))) return { done: new Set() };
+    if (/NoSuchBucket/.test(String((e as { code?: string }).code ?? '') + String((e as Error).message))) return emptyFleetState();
     throw e;
   }
-  if (!prior) return { done: new Set() };
+  if (!prior) return emptyFleetState();
   const ids = new Set(manifest.jobs.map((j) => j.job_id));
   if (prior.jobs.length !== ids.size || !prior.jobs.every((j) => ids.has(j.job_id))) {
     throw new ConfigError(`the manifest of fleet ${manifest.fleet_id} describes other jobs than this run; start a new fleet with --new-fleet`);
@@ -70,7 +81,9 @@ export async function inspectFleet(store: ResultStore, manifest: Manifest): Prom
     for (const id of page.ids) if (ids.has(id)) done.add(id);
     cursor = page.cursor;
   } while (cursor);
-  return { prior, done };
+  // A marker whose result is gone (a retry stopped half way) is not an error result: the job is simply unfinished.
+  const errors = (await store.listErrorMarkers()).filter((m) => done.has(m.jobId));
+  return { prior, done, errors };
 }
 
 export interface RunFleetOptions {
@@ -90,6 +103,8 @@ export interface RunFleetOptions {
   progress: FleetProgress;
   /** USD per worker-hour (0 for local and external workers). */
   pricePerWorkerHour: number;
+  /** Queue the jobs whose result is an error again (default true; `--no-retry-errors`). */
+  retryErrors?: boolean;
   /** The command that resumes this fleet, for messages. */
   resumeCommand: string;
   /** First Ctrl-C / SIGTERM: stop tracking, keep the fleet for a resume. */
@@ -105,6 +120,8 @@ export type FleetEnd = 'complete' | 'stale' | 'stopped' | 'workers-failed';
 export interface RunFleetResult {
   end: FleetEnd;
   enqueued: number;
+  /** Error results queued again by this run. */
+  retried: number;
   launched: string[];
   /** Jobs dead-lettered during this run. */
   dead: DeadJob[];
@@ -113,8 +130,11 @@ export interface RunFleetResult {
 
 /** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
 const MAX_RELAUNCH_FACTOR = 3;
-/** How long workers get to leave after the queues are deleted, before they are stopped (ms). */
-const WORKER_EXIT_GRACE_MS = 30_000;
+/**
+ * A ledger older than this is not trusted (SQS drops messages after their retention, 14 days):
+ * a fleet paused that long has its unfinished jobs queued again. One day of margin.
+ */
+const LEDGER_TRUST_MS = (DEFAULT_RETENTION_SECONDS - 86_400) * 1000;
 /**
  * Tries of one controller step (creating the queues, enqueueing, one round of tracking, the
  * merge) when AWS said try again after the SDK's own 5 attempts: 6, waiting about 1, 2, 4, 8 and
@@ -130,7 +150,6 @@ const STALE_HANDLE = new Set(['ReceiptHandleIsInvalid', 'MessageNotInflight']);
 
 export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const { queue, store, manifest, events, progress } = o;
-  const startedAt = isoTimestamp();
   const ids = new Set(manifest.jobs.map((j) => j.job_id));
   const jobsById = new Map(manifest.jobs.map((j) => [j.job_id, j]));
   const done = new Set(o.state.done);
@@ -138,39 +157,50 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const dead: DeadJob[] = [];
   const seenUnreadable = new Set<string>();
   const seenDone = new Set<string>();
+  /** Workers that reported, by name, with when (external fleets show how many are at work). */
+  const reporters = new Map<string, number>();
   const header = fleetLogHeader(manifest, o.version);
+  const retry = o.retryErrors === false ? [] : o.state.errors.filter((e) => done.has(e.jobId));
+  const retryIds = new Set(retry.map((r) => r.jobId));
+  // Dead-lettered results from earlier runs that stay (not retried) still count as failed.
+  const deadBefore = o.state.errors.filter((e) => e.kind === 'dead' && !retryIds.has(e.jobId)).length;
 
   await o.ensureBucket?.();
   if (!o.state.prior) {
     await store.putManifest(manifest);
     events.add('start', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length });
   } else {
-    events.add('resume', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length, finished: done.size });
-    progress.note(`resuming fleet ${manifest.fleet_id}: ${done.size} of ${ids.size} job(s) already finished`);
+    events.add('resume', { fleet_id: manifest.fleet_id, jobs: manifest.jobs.length, finished: done.size, retried: retry.length });
+    progress.note(
+      `resuming fleet ${manifest.fleet_id}: ${done.size} of ${ids.size} job(s) already finished` +
+        (retry.length ? `; ${retry.length} error result(s) queued again (--no-retry-errors keeps them)` : o.state.errors.length ? `; ${o.state.errors.length} error result(s) kept` : ''),
+    );
   }
-  // Only jobs with no result (a dead-lettered job has one: its error sample). A job an earlier
-  // controller queued may be queued twice now: a worker skips a job whose result exists, and
-  // results are keyed by job, first writer wins.
-  const remaining = manifest.jobs.filter((j) => !done.has(j.job_id));
+  const remaining = manifest.jobs.filter((j) => !done.has(j.job_id) || retryIds.has(j.job_id));
   // With every job finished there is nothing to queue: no queue is created, only the merge is
   // redone. (SQS refuses a queue name deleted less than 60 s ago, so re-creating the queues of a
   // fleet that just finished would fail on AWS.)
-  let sent = { sent: 0, failed: 0 };
+  let sent = 0;
   if (remaining.length > 0) {
-    const created = await step('creating the queues', () => queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: o.timings.maxReceiveCount }));
+    const created = await step('creating the queues', () =>
+      queue.create({ visibilityTimeoutSeconds: o.timings.visibilityTimeout, maxReceiveCount: backstopReceiveCount(o.timings.maxAttempts) }),
+    );
     if (created.reconciled.length) {
       events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
       progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
     }
-    sent = await step('enqueueing the jobs', () => queue.enqueue(remaining.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job }))));
+    sent = await queueUnfinished(created.queueId);
   }
-  if (sent.failed > 0) throw new Error(`SQS refused ${sent.failed} of ${remaining.length} job(s); run the same command again to queue the rest`);
-  events.add('enqueue', { jobs: sent.sent });
+  events.add('enqueue', { jobs: sent });
+  for (const id of retryIds) done.delete(id);
   let launched = 0;
   if (remaining.length > 0) {
     launched = await o.launcher.start(Math.min(o.workers, remaining.length));
     if (launched) events.add('launch', { workers: o.launcher.names(), kind: o.launcher.kind });
-    progress.note(`fleet ${manifest.fleet_id}: ${remaining.length} job(s) queued, ${launched} ${o.launcher.kind} worker(s) started`);
+    const already = remaining.length - sent;
+    progress.note(
+      `fleet ${manifest.fleet_id}: ${sent} job(s) queued${already > 0 ? `, ${already} still queued from before` : ''}, ${launched} ${o.launcher.kind} worker(s) started`,
+    );
     if (o.launcher.kind === 'external') progress.note(`start workers on your machines with:\n  ${o.launcher.workerCommand()}`);
   }
   const launchBudget = Math.max(1, launched) * MAX_RELAUNCH_FACTOR;
@@ -187,9 +217,9 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     progress.update({
       total: ids.size,
       done: done.size,
-      failed: dead.length,
-      inFlight,
-      workers: liveWorkers,
+      failed: deadBefore + dead.length,
+      inFlight: Math.min(inFlight, ids.size - done.size),
+      workers: o.launcher.kind === 'external' ? (reporters.size ? recentReporters() : undefined) : liveWorkers,
       cost: ((workerSeconds + ((liveWorkers ?? 0) * (Date.now() - workerStart)) / 1000) * o.pricePerWorkerHour) / 3600,
     });
   show();
@@ -220,21 +250,100 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     show();
   }
 
-  const result: RunFleetResult = { end, enqueued: sent.sent, launched: o.launcher.names(), dead };
+  const result: RunFleetResult = { end, enqueued: sent, retried: retry.length, launched: o.launcher.names(), dead };
   if (end !== 'complete') {
     await o.launcher.stopAll();
     events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
     progress.stop();
     return result;
   }
-  result.merge = await step('merging the results', () => mergeFleetResults({ store, manifest, header, logDir: o.logDir, startedAt }));
+  inFlight = 0;
+  show();
+  result.merge = await step('merging the results', () => mergeFleetResults({ store, manifest, header, logDir: o.logDir }));
   events.add('merge', { path: result.merge.path, samples: result.merge.rows.length });
-  // Results stay in the bucket; the queues go. Workers see their queue gone and leave by themselves.
+  await step('marking error results', () => reconcileErrorMarkers(result.merge!));
+  // Results stay in the bucket; the queues go. Workers see their queue gone and leave by
+  // themselves: the controller does not wait for them.
   await step('deleting the queues', () => queue.deleteQueues());
-  await waitForWorkers();
   events.add('teardown', { queues: 'deleted', results_kept: true });
   progress.stop();
   return result;
+
+  /**
+   * Queues what has no message: every unfinished job, unless a `queued` ledger of this same work
+   * queue says they are all still there (visible, in flight, delayed or dead-lettered), plus the
+   * error results being retried. Why a controller may die between any two steps:
+   *   1. ledger := enqueueing (generation g)      died here: the next run sees `enqueueing`,
+   *                                               trusts nothing and queues every unfinished job
+   *                                               under g+1; workers drop older messages unrun.
+   *   2. retried results, then markers, deleted   died here: those jobs are unfinished, as in 1.
+   *   3. messages sent with ticket g              died here: as in 1; duplicates are superseded.
+   *   4. ledger := queued                         from here a resume queues nothing again.
+   * Returns the messages sent.
+   */
+  async function queueUnfinished(queueId: string): Promise<number> {
+    const ledger = await store.getLedger();
+    const unfinished = manifest.jobs.filter((j) => !done.has(j.job_id));
+    let trusted =
+      ledger !== undefined && ledger.state === 'queued' && ledger.queue_id === queueId && Date.now() - Date.parse(ledger.updated) < LEDGER_TRUST_MS;
+    if (trusted && unfinished.length > 0) {
+      // A queue with nothing at all in it cannot hold the unfinished jobs' messages.
+      const d = await queue.depth();
+      if (d.work.visible + d.work.inFlight + d.work.delayed + d.dead.visible + d.dead.inFlight === 0) trusted = false;
+    }
+    const generation = (ledger?.generation ?? 0) + 1;
+    const retried = retry.map((r) => jobsById.get(r.jobId)!);
+    const toSend: Job[] = [...(trusted ? [] : unfinished), ...retried];
+    if (toSend.length === 0) return 0;
+    const next: QueueLedger = {
+      version: PROTOCOL_VERSION,
+      fleet_id: manifest.fleet_id,
+      generation,
+      base: trusted ? ledger!.base : generation,
+      requeued: trusted ? { ...ledger!.requeued, ...Object.fromEntries(retried.map((j) => [j.job_id, generation])) } : {},
+      state: 'enqueueing',
+      queue_id: queueId,
+      updated: new Date().toISOString(),
+    };
+    await step('writing the queue ledger', () => store.putLedger(next));
+    if (retried.length) {
+      await step('removing the error results to retry', async () => {
+        for (const r of retry) {
+          await store.deleteResult(r.jobId);
+          await store.deleteErrorMarker(r.jobId, r.kind);
+        }
+      });
+      events.add('retry', { jobs: retry.map((r) => r.jobId), kinds: retry.map((r) => r.kind) });
+    }
+    const r = await step('enqueueing the jobs', () =>
+      queue.enqueue(toSend.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job, ticket: generation, attempts: 0, history: [] }))),
+    );
+    if (r.failed > 0) throw new Error(`SQS refused ${r.failed} of ${toSend.length} job(s); run the same command again to queue the rest`);
+    await step('writing the queue ledger', () => store.putLedger({ ...next, state: 'queued', updated: new Date().toISOString() }));
+    if (ledger && !trusted && unfinished.length > 0) {
+      events.add('warning', { kind: 'requeued_generation', generation, jobs: unfinished.length, why: ledger.state === 'enqueueing' ? 'an earlier enqueue did not finish' : 'the earlier messages are gone' });
+    }
+    return r.sent;
+  }
+
+  /** Error markers as the merged results say: one for every error result, none for the others. */
+  async function reconcileErrorMarkers(m: MergeOutcome): Promise<void> {
+    const have = new Map((await store.listErrorMarkers()).map((x) => [`${x.kind}/${x.jobId}`, x]));
+    const want = new Map<string, ErrorMarker>();
+    for (const row of m.rows) {
+      if (!row.error) continue;
+      const kind: ErrorMarker['kind'] = row.dead ? 'dead' : 'sample';
+      want.set(`${kind}/${row.jobId}`, { job_id: row.jobId, kind, error: oneLine(row.error) });
+    }
+    for (const [k, marker] of want) if (!have.has(k)) await store.putErrorMarker(marker);
+    for (const [k, x] of have) if (!want.has(k) && ids.has(x.jobId)) await store.deleteErrorMarker(x.jobId, x.kind);
+  }
+
+  function recentReporters(): number {
+    const since = Date.now() - Math.max(15 * 60_000, 2 * o.timings.visibilityTimeout * 1000);
+    return [...reporters.values()].filter((t) => t >= since).length;
+  }
+
 
   /** One round of following the fleet: done messages, then (every check) dead letters, results, workers; an end, or undefined to go on. */
   async function track(): Promise<FleetEnd | undefined> {
@@ -245,11 +354,16 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       const fresh = !seenDone.has(m.messageId);
       seenDone.add(m.messageId);
       if (fresh && d && d.fleet_id === manifest.fleet_id && ids.has(d.job_id)) {
+        reporters.set(d.worker, Date.now());
         if (d.status === 'ok') markDone(d.job_id, { worker: d.worker, attempt: d.attempt, seconds: d.seconds });
-        else if (d.status === 'preempted') {
+        else if (d.status === 'handed_back') {
           // Queued again by the worker as a fresh message: no attempt spent.
-          events.add('preempted', { job_id: d.job_id, worker: d.worker, attempt: d.attempt, seconds: d.seconds });
-          progress.note(`job ${d.job_id} was preempted on ${d.worker} (spot interruption) and queued again`);
+          events.add('handed_back', { job_id: d.job_id, worker: d.worker, reason: d.reason ?? null, attempt: d.attempt, seconds: d.seconds });
+          progress.note(`job ${d.job_id} was handed back by ${d.worker} (${d.reason === 'spot' ? 'spot interruption' : 'the worker stopped'}) and queued again; no attempt spent`);
+        } else if (d.status === 'superseded') {
+          events.add('superseded', { job_id: d.job_id, worker: d.worker });
+        } else if (d.status === 'dead') {
+          // Recorded when its dead letter is drained (the message carries its history).
         } else {
           const a = attempts.get(d.job_id) ?? { workers: [], error: '', attempts: 0 };
           a.workers.push(d.worker);
@@ -257,8 +371,8 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           a.attempts = Math.max(a.attempts, d.attempt);
           attempts.set(d.job_id, a);
           events.add('job_failed', { job_id: d.job_id, worker: d.worker, attempt: d.attempt, error: a.error });
-          if (d.attempt < o.timings.maxReceiveCount) events.add('job_requeued', { job_id: d.job_id, attempt: d.attempt });
-          progress.note(`job ${d.job_id} failed on attempt ${d.attempt} (${d.worker}): ${oneLine(a.error)}`);
+          if (d.attempt < o.timings.maxAttempts) events.add('job_requeued', { job_id: d.job_id, attempt: d.attempt });
+          progress.note(`job ${d.job_id} failed on attempt ${d.attempt} of ${o.timings.maxAttempts} (${d.worker}): ${oneLine(a.error)}`);
         }
       }
       await forget('done', () => queue.deleteDone(m.receiptHandle));
@@ -349,14 +463,9 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           continue;
         }
         if (!done.has(job.job_id) && !(await store.hasResult(job.job_id))) {
-          const a = attempts.get(job.job_id);
-          const d: DeadJob = {
-            job,
-            error: a?.error || 'no worker reported why (the workers that took it died or were stopped)',
-            attempts: Math.max(a?.attempts ?? 0, o.timings.maxReceiveCount),
-            workers: a?.workers ?? [],
-          };
+          const d = deadJobOf(job, m);
           await store.putResult(job.job_id, await oneSampleLog(deadJobSample(d), header));
+          await store.putErrorMarker({ job_id: job.job_id, kind: 'dead', error: oneLine(d.error) });
           dead.push(d);
           events.add('job_dead', { job_id: job.job_id, error: d.error, attempts: d.attempts, workers: d.workers });
           progress.note(`job ${job.job_id} failed for good after ${d.attempts} attempt(s): ${oneLine(d.error)}`);
@@ -365,6 +474,20 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         await forget('dead', () => queue.deleteDead(m.receiptHandle));
       }
     }
+  }
+
+  /** What a dead letter says of its job: the worker's reason and history, or (SQS's backstop) what this controller heard. */
+  function deadJobOf(job: Job, m: Delivery<ParsedJobMessage>): DeadJob {
+    const msg = m.message!;
+    const heard = attempts.get(job.job_id);
+    const last = msg.history[msg.history.length - 1];
+    const workers = msg.history.length ? msg.history.map((h) => h.worker) : (heard?.workers ?? []);
+    return {
+      job,
+      error: msg.dead?.reason || last?.error || heard?.error || 'no worker reported why (the workers that took it died or were stopped)',
+      attempts: msg.dead?.attempts ?? Math.max(heard?.attempts ?? 0, msg.attempts + m.receiveCount - 1, 1),
+      workers,
+    };
   }
 
   /** Fewer workers than wanted (`live`, 0: none) while jobs remain: start replacements, within the launch budget; false when it is spent. */
@@ -396,16 +519,6 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       progress.note(`warning: no job finished for ${mins(idle)} min (${ids.size - done.size} left); see the worker logs in ${o.logDir}/fleet/${manifest.fleet_id}/`);
     }
     return false;
-  }
-
-  async function waitForWorkers(): Promise<void> {
-    const deadline = Date.now() + Math.max(WORKER_EXIT_GRACE_MS, (o.timings.pollSeconds + 5) * 1000);
-    while (Date.now() < deadline) {
-      const live = await o.launcher.alive();
-      if (!live) return;
-      await sleep(250);
-    }
-    await o.launcher.stopAll();
   }
 }
 

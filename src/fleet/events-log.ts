@@ -17,8 +17,12 @@ export type FleetEventKind =
   | 'job_failed'
   | 'job_requeued'
   | 'job_dead'
-  // A job queued again by its worker on a spot interruption notice (no attempt spent).
-  | 'preempted'
+  // A job queued again by its worker (stopping, spot notice) as a fresh message: no attempt spent.
+  | 'handed_back'
+  // A message of an earlier generation, dropped unrun by a worker.
+  | 'superseded'
+  // Error results a rerun queues again (--no-retry-errors keeps them).
+  | 'retry'
   | 'unreadable_message'
   | 'warning'
   | 'stopped'

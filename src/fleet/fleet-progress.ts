@@ -10,6 +10,7 @@ export interface FleetCounts {
   done: number;
   failed: number;
   inFlight: number;
+  /** Workers alive (local, ec2), or seen reporting (external), or undefined before any is known. */
   workers: number | undefined;
   /** USD so far. */
   cost: number;

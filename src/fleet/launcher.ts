@@ -9,7 +9,7 @@
  * controller's messages and events show.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, fstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
@@ -41,7 +41,7 @@ export function parseWorkersSpec(value: string): WorkersSpec {
  * The command a worker runs for this fleet. It carries no secret: a worker elsewhere reads the
  * fleet's SSM parameters; `secrets: 'env'` (local workers) makes it use only its environment.
  */
-export function workerCommandLine(fleetId: string, region: string, o: { concurrency?: number; secrets?: 'env' } = {}): string[] {
+export function workerCommandLine(fleetId: string, region: string, o: { concurrency?: number; secrets?: 'env'; exitWithParent?: boolean } = {}): string[] {
   return [
     'fleet',
     'worker',
@@ -51,6 +51,7 @@ export function workerCommandLine(fleetId: string, region: string, o: { concurre
     region,
     ...(o.concurrency !== undefined ? ['--concurrency', String(o.concurrency)] : []),
     ...(o.secrets ? ['--secrets', o.secrets] : []),
+    ...(o.exitWithParent ? ['--exit-with-parent'] : []),
   ];
 }
 
@@ -69,7 +70,12 @@ export interface LocalLauncherOptions {
   logDir: string;
 }
 
-/** `local:N`: worker processes on this machine, each in its own process group. */
+/**
+ * `local:N`: worker processes on this machine. Each writes its log straight to its file and
+ * holds a pipe from the controller on its stdin (`--exit-with-parent`): when the controller
+ * dies, however it dies, the pipe closes and the worker hands its jobs back and stops. The
+ * controller does not wait for its workers when the fleet completes: they see the queues gone.
+ */
 export class LocalLauncher implements FleetLauncher {
   readonly kind = 'local' as const;
   private readonly started_: string[] = [];
@@ -82,31 +88,37 @@ export class LocalLauncher implements FleetLauncher {
   async start(count: number): Promise<number> {
     mkdirSync(this.o.logDir, { recursive: true });
     for (let i = 0; i < count; i++) {
-      const name = `local-${++this.started}`;
-      const out = createWriteStream(join(this.o.logDir, `worker-${this.started}.log`), { flags: 'a' });
-      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env' })], {
+      const n = ++this.started;
+      const name = `local-${n}`;
+      const logFile = join(this.o.logDir, `worker-${n}.log`);
+      const fd = openSync(logFile, 'a');
+      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env', exitWithParent: true })], {
         cwd: this.o.cwd,
         env: { ...this.o.env, CT_WORKER_NAME: name },
-        stdio: ['ignore', 'pipe', 'pipe'],
+        stdio: ['pipe', fd, fd],
       });
-      child.stdout!.pipe(out, { end: false });
-      child.stderr!.pipe(out, { end: false });
+      closeSync(fd);
+      // The pipe only signals the controller's life; nothing is written to it.
+      child.stdin!.on('error', () => {});
       this.children.set(name, child);
-      let tail = '';
-      const keepTail = (d: Buffer) => (tail = (tail + d.toString()).slice(-2000));
-      child.stdout!.on('data', keepTail);
-      child.stderr!.on('data', keepTail);
       child.once('exit', (code) => {
         this.children.delete(name);
         if (code !== 0 && code !== null) {
-          const last = tail.trim().split('\n').pop() ?? '';
-          this.failure = `${name} exited with ${code}: ${last.replace(/^\S+Z /, '')} (log: ${join(this.o.logDir, `worker-${this.started_.indexOf(name) + 1}.log`)})`;
+          const last = tailOf(logFile).trim().split('\n').pop() ?? '';
+          this.failure = `${name} exited with ${code}: ${last.replace(/^\S+Z /, '')} (log: ${logFile})`;
         }
-        setTimeout(() => out.end(), 100);
       });
       this.started_.push(name);
     }
     return count;
+  }
+
+  /** Lets the controller's process end while workers still wind down (their stdin pipe then closes). */
+  detach(): void {
+    for (const c of this.children.values()) {
+      c.unref();
+      (c.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    }
   }
 
   async alive(): Promise<number> {
@@ -146,6 +158,23 @@ export class LocalLauncher implements FleetLauncher {
 
   workerCommand(): string {
     return `ct ${workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env' }).join(' ')}`;
+  }
+}
+
+/** The last 2 KB of a file ('' when it cannot be read). */
+function tailOf(path: string): string {
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const buf = Buffer.alloc(Math.min(2000, size));
+      readSync(fd, buf, 0, buf.length, size - buf.length);
+      return buf.toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return '';
   }
 }
 

@@ -3,7 +3,7 @@
  * same semantics as `SqsJobQueue` (test/fleet/job-queue-conformance runs against both), so the
  * controller's and the worker's logic can be tested in milliseconds.
  */
-import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage } from './protocol.js';
+import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage, type ParsedJobMessage } from './protocol.js';
 import type { MemoryReceived, MemorySqs } from './memory-sqs.js';
 import { attributeChanges, queueAttributes, type QueueRole } from './sqs-job-queue.js';
 import { SQS_BATCH, type Delivery, type JobQueue, type QueueCreation, type QueueDepth, type QueueSettings, type ReceiveOptions } from './types.js';
@@ -39,17 +39,21 @@ export class MemoryJobQueue implements JobQueue {
     ensure('dead', queueAttributes('dead', settings));
     ensure('work', queueAttributes('work', settings, this.sqs.attributes(this.names.deadLetterQueue).QueueArn));
     ensure('done', queueAttributes('done', settings));
-    return { created, reconciled };
+    return { created, reconciled, queueId: `${this.names.workQueue}@${this.sqs.attributes(this.names.workQueue).CreatedTimestamp}` };
   }
 
-  async enqueue(jobs: readonly JobMessage[]): Promise<{ sent: number; failed: number }> {
+  async enqueue(jobs: readonly JobMessage[], o: { delaySeconds?: number } = {}): Promise<{ sent: number; failed: number }> {
     const name = this.names.workQueue;
-    for (const j of jobs) this.sqs.send(name, JSON.stringify(j));
+    for (const j of jobs) this.sqs.send(name, JSON.stringify(j), o.delaySeconds);
     return { sent: jobs.length, failed: 0 };
   }
 
-  receive(o: ReceiveOptions): Promise<Delivery<JobMessage>[]> {
+  receive(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]> {
     return this.receiveFrom('work', jobMessageSchema, o);
+  }
+
+  async deadLetter(job: JobMessage): Promise<void> {
+    this.sqs.send(this.names.deadLetterQueue, JSON.stringify(job));
   }
 
   async extend(receiptHandle: string, seconds: number): Promise<void> {
@@ -76,7 +80,7 @@ export class MemoryJobQueue implements JobQueue {
     this.sqs.deleteMessage(this.names.doneQueue, receiptHandle);
   }
 
-  receiveDead(o: ReceiveOptions): Promise<Delivery<JobMessage>[]> {
+  receiveDead(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]> {
     return this.receiveFrom('dead', jobMessageSchema, o);
   }
 

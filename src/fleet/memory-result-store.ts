@@ -3,7 +3,7 @@
  * test: the same semantics as `S3ResultStore` (test/fleet/result-store-conformance runs against
  * both), including first-writer-wins puts and paged listing in key order.
  */
-import { artifactKey, fleetNames, jobIdOfKey, parseManifest, type FleetNames, type Manifest } from './protocol.js';
+import { artifactKey, errorMarkerOfKey, fleetNames, jobIdOfKey, parseLedger, parseManifest, type ErrorMarker, type FleetNames, type Manifest, type QueueLedger } from './protocol.js';
 import type { PutOutcome, ResultStore } from './types.js';
 
 /** A bucket's objects by key (one map stands in for one S3 bucket). */
@@ -63,6 +63,34 @@ export class MemoryResultStore implements ResultStore {
     const more = start >= 0 && start + size < keys.length;
     const ids = page.map((k) => jobIdOfKey(this.fleetId, k)).filter((id): id is string => id !== undefined);
     return { ids, ...(more ? { cursor: page[page.length - 1]! } : {}) };
+  }
+
+  async deleteResult(jobId: string): Promise<void> {
+    this.bucket.objects.delete(this.names.resultKey(jobId));
+  }
+
+  async getLedger(): Promise<QueueLedger | undefined> {
+    const b = this.bucket.objects.get(this.names.ledgerKey);
+    return b ? parseLedger(b, this.fleetId) : undefined;
+  }
+
+  async putLedger(ledger: QueueLedger): Promise<void> {
+    this.bucket.put(this.names.ledgerKey, JSON.stringify(ledger));
+  }
+
+  async putErrorMarker(marker: ErrorMarker): Promise<void> {
+    this.bucket.put(this.names.errorKey(marker.kind, marker.job_id), JSON.stringify(marker));
+  }
+
+  async listErrorMarkers(): Promise<Array<{ jobId: string; kind: ErrorMarker['kind'] }>> {
+    return this.bucket
+      .keys(this.names.errorPrefix)
+      .map((k) => errorMarkerOfKey(this.fleetId, k))
+      .filter((m): m is { jobId: string; kind: ErrorMarker['kind'] } => m !== undefined);
+  }
+
+  async deleteErrorMarker(jobId: string, kind: ErrorMarker['kind']): Promise<void> {
+    this.bucket.objects.delete(this.names.errorKey(kind, jobId));
   }
 
   async putManifest(manifest: Manifest): Promise<PutOutcome> {

@@ -38,6 +38,8 @@ export interface MemoryReceived {
 
 export class MemorySqs {
   private readonly queues = new Map<string, MemoryQueue>();
+  /** Stands in for SQS's CreatedTimestamp: distinct for each queue created. */
+  private created = 0;
 
   /**
    * @param now the clock visibility timeouts run on (epoch ms; default the real one). A test can
@@ -50,7 +52,7 @@ export class MemorySqs {
     if (this.queues.has(name)) return;
     this.queues.set(name, {
       name,
-      attributes: { VisibilityTimeout: '30', ...attributes, QueueArn: `arn:aws:sqs:memory:000000000000:${name}` },
+      attributes: { VisibilityTimeout: '30', ...attributes, QueueArn: `arn:aws:sqs:memory:000000000000:${name}`, CreatedTimestamp: String(++this.created) },
       messages: [],
     });
   }
@@ -71,8 +73,9 @@ export class MemorySqs {
     this.queues.delete(name);
   }
 
-  send(name: string, body: string): void {
-    this.queue(name).messages.push({ id: randomUUID(), body, receiveCount: 0, visibleAt: 0 });
+  /** Sends a message, invisible for `delaySeconds` (SQS's DelaySeconds). */
+  send(name: string, body: string, delaySeconds = 0): void {
+    this.queue(name).messages.push({ id: randomUUID(), body, receiveCount: 0, visibleAt: delaySeconds > 0 ? this.now() + delaySeconds * 1000 : 0 });
   }
 
   /** Long-polls up to `max` messages for up to `waitSeconds`. */
@@ -99,11 +102,13 @@ export class MemorySqs {
     if (i >= 0) q.messages.splice(i, 1);
   }
 
-  depth(name: string): { visible: number; inFlight: number } {
+  depth(name: string): { visible: number; inFlight: number; delayed: number } {
     const now = this.now();
     const messages = this.queue(name).messages;
-    const inFlight = messages.filter((m) => m.visibleAt > now).length;
-    return { visible: messages.length - inFlight, inFlight };
+    // Never received and not yet visible: sent with a delay (SQS counts these apart).
+    const delayed = messages.filter((m) => m.visibleAt > now && m.receiveCount === 0).length;
+    const inFlight = messages.filter((m) => m.visibleAt > now).length - delayed;
+    return { visible: messages.length - inFlight - delayed, inFlight, delayed };
   }
 
   private take(q: MemoryQueue, max: number): MemoryReceived[] {

@@ -44,7 +44,6 @@ export async function mergeFleetResults(o: {
   manifest: Manifest;
   header: { spec: EvalSpec; plan: EvalPlan };
   logDir: string;
-  startedAt: string;
 }): Promise<MergeOutcome> {
   const { store, manifest, header } = o;
   const jobs = manifest.jobs;
@@ -56,6 +55,9 @@ export async function mergeFleetResults(o: {
   /** The jobs whose results are inputs, in input order. */
   const inputJobs: Job[] = [];
   const matched = new Set<number>();
+  // The run's times are its samples' (first start, last end), however many controllers it took:
+  // a resume that only merges does not make the run look 0.1 s long. Read when the merge finishes.
+  const stats = { started_at: '', completed_at: '', connection_limit_history: [] as number[] };
 
   async function* results(): AsyncGenerator<Buffer> {
     const pending: Array<Promise<Uint8Array | undefined>> = [];
@@ -85,7 +87,7 @@ export async function mergeFleetResults(o: {
     plan: header.plan,
     inputs: results(),
     totalSamples: jobs.length,
-    stats: { started_at: o.startedAt, completed_at: isoTimestamp(), connection_limit_history: [] },
+    stats,
     status: 'success',
     onSample: (summary, index) => {
       const job = inputJobs[index]!;
@@ -93,9 +95,13 @@ export async function mergeFleetResults(o: {
       if (String(summary.id) !== job.sample_id || summary.epoch !== job.epoch || matched.has(index)) return false;
       matched.add(index);
       rows.push(rowOf(job, summary));
+      if (summary.started_at && (!stats.started_at || summary.started_at < stats.started_at)) stats.started_at = summary.started_at;
+      if (summary.completed_at && summary.completed_at > stats.completed_at) stats.completed_at = summary.completed_at;
       return true;
     },
     outcome: () => {
+      stats.started_at ||= manifest.created;
+      stats.completed_at ||= isoTimestamp();
       inputJobs.forEach((job, i) => {
         if (!matched.has(i)) missing.push(job.job_id);
       });
@@ -105,7 +111,7 @@ export async function mergeFleetResults(o: {
       return { status: 'success' };
     },
   });
-  const path = join(o.logDir, evalLogFileName(header.spec));
+  const path = mergedLogPath(o.logDir, header);
   await rename(merged.path, path);
   return { path, status: merged.header.status, header: merged.header, rows, missing };
 }
@@ -122,4 +128,9 @@ function rowOf(job: Job, summary: EvalSampleSummary): MergedRow {
     ...(meta?.fleet_dead ? { dead: { attempts: meta.attempts ?? 0, workers: meta.workers ?? [] } } : {}),
     seconds: summary.total_time ?? 0,
   };
+}
+
+/** Where a fleet's merged log goes: a name fixed by the fleet (its manifest's creation time), so a resumed merge replaces it. */
+export function mergedLogPath(logDir: string, header: { spec: EvalSpec }): string {
+  return join(logDir, evalLogFileName(header.spec));
 }

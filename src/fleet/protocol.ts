@@ -7,7 +7,9 @@
  * second one (at-least-once delivery, exactly-once results).
  *
  *   S3     {fleet_id}/manifest.json            the run: policy, options, every job
+ *          {fleet_id}/queue-ledger.json        what the controllers queued (generations), see below
  *          {fleet_id}/{job_id}.eval            one job's result (a one-sample Inspect log)
+ *          {fleet_id}/errors/{kind}/{job_id}.json  a result that is an error (a rerun retries these)
  *          {fleet_id}/logs/{worker}-*.log      worker logs
  *          artifacts/{sha}.tar.gz              the code workers run (a git SHA), or an
  *                                              --extra-src tree (the sha256 of its archive)
@@ -18,7 +20,7 @@ import { ConfigError } from '../errors.js';
 import { sampleOptionsSchema } from '../eval/sample-options.js';
 
 /** Bump when a message or manifest changes shape; workers refuse what they do not know. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** One sample-epoch of the run. */
 export const jobSchema = z.object({
@@ -77,6 +79,8 @@ export const manifestSchema = z.object({
   sample_options: sampleOptionsSchema,
   /** Samples a worker runs at once. */
   samples_per_worker: z.number().int().min(1),
+  /** Attempts of one job (failures reported, or silent deaths; hand-backs not counted) before it is dead-lettered (fleet.max_receive_count). */
+  max_attempts: z.number().int().min(1).default(3),
   /** The code workers run: a commit (clean checkout) or tree SHA (dirty one), and its archive's key in the bucket. */
   code: z.object({ sha: z.string().regex(GIT_SHA), kind: z.enum(['commit', 'tree']), artifact_key: z.string().min(1) }).optional(),
   /** Settings workers pull before taking jobs, each at its pinned commit. */
@@ -137,26 +141,115 @@ export function parseMessage<T>(schema: z.ZodType<T>, body: string): { message: 
   return r.success ? { message: r.data } : { problem: `invalid message: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
 }
 
-/** The work queue's message body. */
+/** Errors a message carries from earlier attempts (the last ones; each cut to MAX_HISTORY_ERROR characters). */
+export const MAX_HISTORY = 5;
+export const MAX_HISTORY_ERROR = 2000;
+
+/** One attempt of a job that ended without a result. */
+export const attemptRecordSchema = z.object({
+  attempt: z.number().int().min(1),
+  worker: z.string(),
+  error: z.string(),
+});
+export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
+
+/**
+ * The work queue's message body (also what the dead-letter queue holds).
+ *
+ * Attempts are counted by ct, not by SQS: this delivery is attempt `attempts + receiveCount`.
+ * A worker that hands a job back (it is stopping, a spot notice) queues a fresh message with the
+ * attempts spent so far and deletes the old one, so a hand-back costs no attempt; a failure a
+ * worker reports keeps the message (its next receive counts one more), and so does a worker
+ * that died (its visibility ran out). SQS's own maxReceiveCount sits above ct's limit as a backstop.
+ */
 export const jobMessageSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
   fleet_id: z.string().min(1),
   job: jobSchema,
+  /** The controller's enqueue generation this message belongs to (see `QueueLedger`). */
+  ticket: z.number().int().min(1),
+  /** Attempts spent by earlier messages of this job (failed or died; hand-backs are not attempts). */
+  attempts: z.number().int().min(0).default(0),
+  /** The failures reported so far, oldest first (at most MAX_HISTORY). */
+  history: z.array(attemptRecordSchema).default([]),
+  /** Set when a worker moved the job to the dead-letter queue: why (its attempts are spent). */
+  dead: z.object({ reason: z.string(), attempts: z.number().int().min(0) }).optional(),
 });
-export type JobMessage = z.infer<typeof jobMessageSchema>;
+export type JobMessage = z.input<typeof jobMessageSchema>;
+export type ParsedJobMessage = z.infer<typeof jobMessageSchema>;
+
+/**
+ * What the controllers of a fleet queued, at `{fleet_id}/queue-ledger.json`. A controller writes
+ * it as `enqueueing` before it sends any message and as `queued` once every message is sent; a
+ * resume trusts a `queued` ledger of the same work queue (its creation time) and sends nothing
+ * for jobs without a result: they have a message, visible, in flight or dead-lettered. Any
+ * other state means messages may be missing, so the resume queues every unfinished job again
+ * under a new generation, and workers drop messages of older generations without running them.
+ *
+ * A message with ticket `t` for job `j` is current when `t >= (requeued[j] ?? base)`.
+ */
+export const queueLedgerSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  /** The newest generation any controller used. */
+  generation: z.number().int().min(1),
+  /** The generation of the last enqueue of every unfinished job. */
+  base: z.number().int().min(1),
+  /** Jobs queued on their own since `base` (retried errors), with their generation. */
+  requeued: z.record(z.string(), z.number().int().min(1)).default({}),
+  state: z.enum(['enqueueing', 'queued']),
+  /** The work queue these messages are on (its creation time): a re-created queue holds none of them. */
+  queue_id: z.string(),
+  updated: z.string(),
+});
+export type QueueLedger = z.infer<typeof queueLedgerSchema>;
+
+/** The queue ledger's JSON; a ConfigError when another protocol wrote it or it is damaged. */
+export function parseLedger(bytes: Uint8Array, fleetId: string): QueueLedger {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch (e) {
+    throw new ConfigError(`the queue ledger of fleet ${fleetId} is not JSON (${(e as Error).message}); start a separate fleet with --new-fleet`);
+  }
+  const r = queueLedgerSchema.safeParse(raw);
+  if (!r.success) throw new ConfigError(`the queue ledger of fleet ${fleetId} is invalid (${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}); start a separate fleet with --new-fleet`);
+  return r.data;
+}
+
+/** Whether a message with `ticket` for `jobId` belongs to the current generation of `ledger` (no ledger: every message does). */
+export function ticketIsCurrent(ledger: QueueLedger | undefined, jobId: string, ticket: number): boolean {
+  if (!ledger) return true;
+  return ticket >= (ledger.requeued[jobId] ?? ledger.base);
+}
+
+/** What `{fleet_id}/errors/{kind}/{job_id}.json` holds: the job's stored result is an error. */
+export const errorMarkerSchema = z.object({
+  job_id: z.string().min(1),
+  /** `dead`: no worker produced a result (attempts spent); `sample`: the sample ended in error. */
+  kind: z.enum(['dead', 'sample']),
+  error: z.string(),
+});
+export type ErrorMarker = z.infer<typeof errorMarkerSchema>;
 
 /** The done queue's message body: a job's result is in S3 (or the job failed for good). */
 export const doneMessageSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
   fleet_id: z.string().min(1),
   job_id: z.string().min(1),
-  /** `ok`: the sample ran (it may still have a sample error, recorded in its log); `error`: no result. */
-  /** `preempted`: the job was queued again as a fresh message (its worker's spot instance is being reclaimed). */
-  status: z.enum(['ok', 'error', 'preempted']),
+  /**
+   * `ok`: the sample ran (it may still have a sample error, recorded in its log); `error`: no
+   * result this attempt; `handed_back`: queued again as a fresh message without spending an
+   * attempt (`reason`: the worker was stopping, or its spot instance is being reclaimed);
+   * `dead`: its attempts are spent, moved to the dead-letter queue; `superseded`: a message of an
+   * older generation, dropped unrun.
+   */
+  status: z.enum(['ok', 'error', 'handed_back', 'dead', 'superseded']),
+  reason: z.string().optional(),
   /** The result's S3 key when status is ok. */
   key: z.string().optional(),
   error: z.string().optional(),
-  /** How many times the job was received (SQS ApproximateReceiveCount). */
+  /** The attempt this delivery was (ct's count: earlier attempts + SQS's receive count). */
   attempt: z.number().int().min(1),
   /** The worker that ran it (instance id, or host name off EC2). */
   worker: z.string(),
@@ -175,6 +268,9 @@ export interface FleetNames {
   doneQueue: string;
   deadLetterQueue: string;
   manifestKey: string;
+  ledgerKey: string;
+  errorPrefix: string;
+  errorKey(kind: ErrorMarker['kind'], jobId: string): string;
   resultKey(jobId: string): string;
   resultPrefix: string;
   logPrefix: string;
@@ -196,6 +292,9 @@ export function fleetNames(fleetId: string, queuePrefix: string): FleetNames {
   return {
     ...names,
     manifestKey: `${fleetId}/manifest.json`,
+    ledgerKey: `${fleetId}/queue-ledger.json`,
+    errorPrefix: `${fleetId}/errors/`,
+    errorKey: (kind, jobId) => `${fleetId}/errors/${kind}/${jobId}.json`,
     resultPrefix: `${fleetId}/`,
     resultKey: (jobId) => `${fleetId}/${jobId}.eval`,
     logPrefix: `${fleetId}/logs/`,
@@ -207,4 +306,10 @@ export function fleetNames(fleetId: string, queuePrefix: string): FleetNames {
 export function jobIdOfKey(fleetId: string, key: string): string | undefined {
   const m = key.startsWith(`${fleetId}/`) ? /^([A-Za-z0-9._-]+)\.eval$/.exec(key.slice(fleetId.length + 1)) : null;
   return m?.[1];
+}
+
+/** The kind and job of an error marker's key, or undefined for other keys. */
+export function errorMarkerOfKey(fleetId: string, key: string): { kind: ErrorMarker['kind']; jobId: string } | undefined {
+  const m = key.startsWith(`${fleetId}/errors/`) ? /^(dead|sample)\/([A-Za-z0-9._-]+)\.json$/.exec(key.slice(fleetId.length + 8)) : null;
+  return m ? { kind: m[1] as ErrorMarker['kind'], jobId: m[2]! } : undefined;
 }

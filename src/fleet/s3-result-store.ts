@@ -4,9 +4,9 @@
  * written with `If-None-Match: *`, so the first writer wins and a late duplicate is reported
  * instead of overwriting; every object is encrypted at rest (SSE-S3, AES256).
  */
-import { CreateBucketCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { awsErrorName, cloudError } from '../errors.js';
-import { artifactKey, fleetNames, jobIdOfKey, parseManifest, type FleetNames, type Manifest } from './protocol.js';
+import { artifactKey, errorMarkerOfKey, fleetNames, jobIdOfKey, parseLedger, parseManifest, type ErrorMarker, type FleetNames, type Manifest, type QueueLedger } from './protocol.js';
 import type { PutOutcome, ResultStore } from './types.js';
 
 /** Server-side encryption for every object (S3-managed keys: no KMS permissions needed). */
@@ -83,6 +83,43 @@ export class S3ResultStore implements ResultStore {
     return { ids, ...(r.IsTruncated && r.NextContinuationToken ? { cursor: r.NextContinuationToken } : {}) };
   }
 
+  async deleteResult(jobId: string): Promise<void> {
+    await this.remove(this.names.resultKey(jobId));
+  }
+
+  async getLedger(): Promise<QueueLedger | undefined> {
+    const bytes = await this.get(this.names.ledgerKey);
+    return bytes ? parseLedger(bytes, this.fleetId) : undefined;
+  }
+
+  async putLedger(ledger: QueueLedger): Promise<void> {
+    await this.put(this.names.ledgerKey, JSON.stringify(ledger), 'application/json');
+  }
+
+  async putErrorMarker(marker: ErrorMarker): Promise<void> {
+    await this.put(this.names.errorKey(marker.kind, marker.job_id), JSON.stringify(marker), 'application/json');
+  }
+
+  async listErrorMarkers(): Promise<Array<{ jobId: string; kind: ErrorMarker['kind'] }>> {
+    const out: Array<{ jobId: string; kind: ErrorMarker['kind'] }> = [];
+    let cursor: string | undefined;
+    do {
+      const r = await this.call(`listing error results of fleet ${this.fleetId}`, () =>
+        this.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.names.errorPrefix, MaxKeys: LIST_PAGE, ...(cursor ? { ContinuationToken: cursor } : {}) })),
+      );
+      for (const c of r.Contents ?? []) {
+        const m = c.Key ? errorMarkerOfKey(this.fleetId, c.Key) : undefined;
+        if (m) out.push(m);
+      }
+      cursor = r.IsTruncated ? r.NextContinuationToken : undefined;
+    } while (cursor);
+    return out;
+  }
+
+  async deleteErrorMarker(jobId: string, kind: ErrorMarker['kind']): Promise<void> {
+    await this.remove(this.names.errorKey(kind, jobId));
+  }
+
   putManifest(manifest: Manifest): Promise<PutOutcome> {
     return this.putIfAbsent(this.names.manifestKey, JSON.stringify(manifest), 'application/json');
   }
@@ -108,6 +145,16 @@ export class S3ResultStore implements ResultStore {
     await this.call(`uploading s3://${this.bucket}/${key}`, () =>
       this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: 'text/plain', ServerSideEncryption: SSE })),
     );
+  }
+
+  private async put(key: string, body: string, contentType: string): Promise<void> {
+    await this.call(`uploading s3://${this.bucket}/${key}`, () =>
+      this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType, ServerSideEncryption: SSE })),
+    );
+  }
+
+  private async remove(key: string): Promise<void> {
+    await this.call(`deleting s3://${this.bucket}/${key}`, () => this.s3.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })));
   }
 
   private async putIfAbsent(key: string, body: Uint8Array | string, contentType: string): Promise<PutOutcome> {

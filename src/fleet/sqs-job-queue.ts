@@ -19,7 +19,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { CloudError, awsErrorName, cloudError, isRetryable } from '../errors.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
-import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage } from './protocol.js';
+import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage, type ParsedJobMessage } from './protocol.js';
 import { SQS_BATCH, type Delivery, type JobQueue, type QueueCreation, type QueueDepth, type QueueSettings, type ReceiveOptions } from './types.js';
 import type { z } from 'zod';
 
@@ -95,10 +95,12 @@ export class SqsJobQueue implements JobQueue {
     const deadArn = await this.attribute(dead.url, 'QueueArn');
     const work = await this.ensure('work', queueAttributes('work', settings, deadArn), reconciled);
     const done = await this.ensure('done', queueAttributes('done', settings), reconciled);
-    return { created: dead.created || work.created || done.created, reconciled };
+    const queueId = await this.attribute(work.url, 'CreatedTimestamp');
+    return { created: dead.created || work.created || done.created, reconciled, queueId: `${this.names.workQueue}@${queueId}` };
   }
 
-  async enqueue(jobs: readonly JobMessage[]): Promise<{ sent: number; failed: number }> {
+  async enqueue(jobs: readonly JobMessage[], o: { delaySeconds?: number } = {}): Promise<{ sent: number; failed: number }> {
+    const delay = Math.max(0, Math.min(900, Math.round(o.delaySeconds ?? 0)));
     const batches: JobMessage[][] = [];
     for (let i = 0; i < jobs.length; i += SQS_BATCH) batches.push(jobs.slice(i, i + SQS_BATCH));
     const url = await this.url('work');
@@ -107,7 +109,7 @@ export class SqsJobQueue implements JobQueue {
     let next = 0;
     const lane = async () => {
       while (next < batches.length) {
-        const r = await this.sendBatch(url, batches[next++]!.map((j) => JSON.stringify(j)));
+        const r = await this.sendBatch(url, batches[next++]!.map((j) => JSON.stringify(j)), delay);
         sent += r.sent;
         failed += r.failed;
       }
@@ -116,8 +118,13 @@ export class SqsJobQueue implements JobQueue {
     return { sent, failed };
   }
 
-  receive(o: ReceiveOptions): Promise<Delivery<JobMessage>[]> {
+  receive(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]> {
     return this.receiveFrom('work', jobMessageSchema, o);
+  }
+
+  async deadLetter(job: JobMessage): Promise<void> {
+    const url = await this.url('dead');
+    await this.call('moving a job to the dead-letter queue', () => this.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify(job) })));
   }
 
   async extend(receiptHandle: string, seconds: number): Promise<void> {
@@ -148,7 +155,7 @@ export class SqsJobQueue implements JobQueue {
     return this.deleteFrom('done', receiptHandle);
   }
 
-  receiveDead(o: ReceiveOptions): Promise<Delivery<JobMessage>[]> {
+  receiveDead(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]> {
     return this.receiveFrom('dead', jobMessageSchema, o);
   }
 
@@ -160,9 +167,13 @@ export class SqsJobQueue implements JobQueue {
     const one = async (role: Role): Promise<QueueDepth> => {
       const url = await this.url(role);
       const r = await this.call(`reading the ${role} queue's depth`, () =>
-        this.sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] })),
+        this.sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] })),
       );
-      return { visible: Number(r.Attributes?.ApproximateNumberOfMessages ?? 0), inFlight: Number(r.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0) };
+      return {
+        visible: Number(r.Attributes?.ApproximateNumberOfMessages ?? 0),
+        inFlight: Number(r.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0),
+        delayed: Number(r.Attributes?.ApproximateNumberOfMessagesDelayed ?? 0),
+      };
     };
     const [work, done, dead] = await Promise.all([one('work'), one('done'), one('dead')]);
     return { work, done, dead };
@@ -215,8 +226,8 @@ export class SqsJobQueue implements JobQueue {
     return { url, created: false };
   }
 
-  private async sendBatch(url: string, bodies: string[]): Promise<{ sent: number; failed: number }> {
-    let entries = bodies.map((body, i) => ({ Id: String(i), MessageBody: body }));
+  private async sendBatch(url: string, bodies: string[], delaySeconds: number): Promise<{ sent: number; failed: number }> {
+    let entries = bodies.map((body, i) => ({ Id: String(i), MessageBody: body, ...(delaySeconds ? { DelaySeconds: delaySeconds } : {}) }));
     for (let attempt = 1; attempt <= SEND_TRIES && entries.length > 0; attempt++) {
       let r;
       try {
@@ -274,7 +285,7 @@ export class SqsJobQueue implements JobQueue {
     }
   }
 
-  private async attribute(url: string, name: 'QueueArn'): Promise<string> {
+  private async attribute(url: string, name: 'QueueArn' | 'CreatedTimestamp'): Promise<string> {
     const r = await this.call('reading a queue ARN', () => this.sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: [name] })));
     const v = r.Attributes?.[name];
     if (!v) throw new CloudError(`queue ${url} has no ${name}`, false);

@@ -6,8 +6,13 @@
  *   `{fleet_id}/` in the bucket, workers, secrets). Its id hashes everything that changes results
  *   (`fleet-id.ts`), so the same command finds the same fleet and resumes it.
  * - job: one sample-epoch of the run, named by `job_id`; one message on the work queue.
- * - attempt: one delivery of a job to a worker (SQS's ApproximateReceiveCount, 1 on the first).
- *   A job gets at most `maxReceiveCount` attempts; the next receive moves it to the DLQ.
+ * - attempt: one delivery of a job that a worker ran and that failed (reported) or died with (its
+ *   visibility ran out). A hand-back (the worker was stopping, a spot notice) is not an attempt:
+ *   the job is queued again as a fresh message carrying the attempts spent so far. ct counts
+ *   attempts itself (`attempts` in the message + SQS's receive count) and dead-letters a job
+ *   after `fleet.max_receive_count` of them; SQS's own redrive sits above that as a backstop.
+ * - generation (ticket): each enqueue by a controller is a generation, recorded in the queue
+ *   ledger (`protocol.ts`); a message of a superseded generation is dropped by the worker unrun.
  * - worker: one process taking jobs (`ct fleet worker`): on an EC2 instance, on this machine
  *   (`local:N`), or on the user's own machines (`external`).
  * - controller: the user's `ct run eval --fleet` process: writes the manifest, creates the queues,
@@ -17,21 +22,23 @@
  * - result: a job's one-sample `.eval`, at `{fleet_id}/{job_id}.eval` in the bucket. A sample that
  *   failed on its own (policy crash, scorer error) is still a result; only infrastructure failure
  *   leaves a job without one. Written once: the first writer wins, a late duplicate is dropped.
- * - DLQ: the dead-letter queue; SQS moves a job there on the receive after its last allowed
- *   attempt. The controller reports what it finds there as failed jobs and never enqueues them again.
+ * - DLQ: the dead-letter queue; a worker moves a job there after its last allowed attempt (SQS
+ *   too, as a backstop). The controller stores an error result for what it finds there, so a
+ *   plain resume does not run it again; a rerun retries error results unless `--no-retry-errors`.
  *
  * Delivery is at least once (SQS), results exactly once (conditional writes keyed by job id).
  */
-import type { DoneMessage, JobMessage, Manifest } from './protocol.js';
+import type { DoneMessage, ErrorMarker, JobMessage, Manifest, ParsedJobMessage, QueueLedger } from './protocol.js';
 
 /**
  * A job's state as the controller sees it:
  *
  *   pending --enqueue--> queued --receive--> running --result put + done sent + delete--> done
  *                          ^                    |
- *                          +--------------------+  visibility expired (worker died or froze),
- *                          |                       or released (visibility 0) by a stopping worker
- *                          +--receive after maxReceiveCount attempts--> dead
+ *                          +--------------------+  visibility expired (worker died or froze: an
+ *                          |                       attempt), a reported failure (an attempt), or
+ *                          |                       handed back as a fresh message (not an attempt)
+ *                          +--attempts spent--> dead
  *
  * - pending: in the manifest, not on the queue (no result, no DLQ entry); the controller enqueues it.
  * - queued: its message is visible on the work queue.
@@ -60,7 +67,11 @@ export const SQS_BATCH = 10;
 export interface QueueSettings {
   /** Seconds a received job stays invisible before it is offered again (config `fleet.visibility_timeout`, default 600). */
   visibilityTimeoutSeconds: number;
-  /** Attempts before a job goes to the DLQ (config `fleet.max_receive_count`, default 3). */
+  /**
+   * SQS's redrive after this many receives of one message: a backstop above ct's own attempt
+   * limit (`backstopReceiveCount(fleet.max_receive_count)`), reached only by messages no worker
+   * can read.
+   */
   maxReceiveCount: number;
   /** Seconds SQS keeps an unreceived message (default 1,209,600 = 14 days, SQS's maximum). */
   retentionSeconds?: number;
@@ -72,6 +83,13 @@ export interface QueueCreation {
   created: boolean;
   /** Attributes of existing queues that differed and were set to the requested values, e.g. `work.VisibilityTimeout: 900 -> 600`. */
   reconciled: string[];
+  /** Identifies this incarnation of the work queue (its creation time): a re-created queue holds no earlier message. */
+  queueId: string;
+}
+
+/** SQS's maxReceiveCount for ct's attempt limit: two receives above it, so ct dead-letters first. */
+export function backstopReceiveCount(maxAttempts: number): number {
+  return maxAttempts + 2;
 }
 
 /** One received message. `message` is undefined when the body is not a message this ct can run. */
@@ -100,6 +118,8 @@ export interface QueueDepth {
   visible: number;
   /** Received and not yet deleted or returned (NotVisible). */
   inFlight: number;
+  /** Sent with a delay that has not passed (a failed job waiting for its retry). */
+  delayed: number;
 }
 
 /**
@@ -118,10 +138,15 @@ export interface JobQueue {
    * than 60 s ago fails with a retryable CloudError `QueueDeletedRecently`.
    */
   create(settings: QueueSettings): Promise<QueueCreation>;
-  /** Enqueues jobs in batches of 10 (SQS's limit); entries SQS refuses are retried, then counted as failed. */
-  enqueue(jobs: readonly JobMessage[]): Promise<{ sent: number; failed: number }>;
+  /**
+   * Enqueues jobs in batches of 10 (SQS's limit); entries SQS refuses are retried, then counted
+   * as failed. `delaySeconds` (0-900) keeps them invisible that long (a retry's delay).
+   */
+  enqueue(jobs: readonly JobMessage[], o?: { delaySeconds?: number }): Promise<{ sent: number; failed: number }>;
   /** Up to `max` jobs from the work queue, each invisible for the queue's visibility timeout. */
-  receive(o: ReceiveOptions): Promise<Delivery<JobMessage>[]>;
+  receive(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]>;
+  /** Puts a job whose attempts are spent on the dead-letter queue (the caller then deletes its work message). */
+  deadLetter(job: JobMessage): Promise<void>;
   /** Heartbeat: the job stays invisible for `seconds` from now. */
   extend(receiptHandle: string, seconds: number): Promise<void>;
   /** Makes a job visible again at once (a stopping worker hands back what it took but did not start). */
@@ -132,7 +157,7 @@ export interface JobQueue {
   receiveDone(o: ReceiveOptions): Promise<Delivery<DoneMessage>[]>;
   deleteDone(receiptHandle: string): Promise<void>;
   /** Dead jobs, read without removing them (they become visible again after the visibility timeout). */
-  receiveDead(o: ReceiveOptions): Promise<Delivery<JobMessage>[]>;
+  receiveDead(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]>;
   /** Removes a dead job once the controller has recorded it. */
   deleteDead(receiptHandle: string): Promise<void>;
   depth(): Promise<{ work: QueueDepth; done: QueueDepth; dead: QueueDepth }>;
@@ -160,6 +185,17 @@ export interface ResultStore {
   getResult(jobId: string): Promise<Uint8Array | undefined>;
   /** Job ids with a result, one page at a time in key order; pass the returned `cursor` for the next page (undefined: no more). */
   listResultIds(o?: { cursor?: string; pageSize?: number }): Promise<{ ids: string[]; cursor?: string }>;
+  /** Removes a job's result (a rerun retrying an error); a missing one is fine. */
+  deleteResult(jobId: string): Promise<void>;
+  /** The queue ledger (what controllers queued), or undefined before the first enqueue. */
+  getLedger(): Promise<QueueLedger | undefined>;
+  /** Replaces the queue ledger. */
+  putLedger(ledger: QueueLedger): Promise<void>;
+  /** Records that a job's result is an error (replaces one there). */
+  putErrorMarker(marker: ErrorMarker): Promise<void>;
+  /** Every error marker's job and kind (read from the keys). */
+  listErrorMarkers(): Promise<Array<{ jobId: string; kind: ErrorMarker['kind'] }>>;
+  deleteErrorMarker(jobId: string, kind: ErrorMarker['kind']): Promise<void>;
   /** Writes the manifest unless one is there (a resumed fleet keeps its first). */
   putManifest(manifest: Manifest): Promise<PutOutcome>;
   /** The fleet's manifest, or undefined; a ConfigError naming both versions when another protocol wrote it. */

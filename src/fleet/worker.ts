@@ -14,15 +14,21 @@
  *   hung job still reaches another worker.
  * - It asks for at most as many messages as it has free slots, and never aborts a receive (an
  *   aborted long poll loses the messages it was about to return): to stop, it stops starting them.
- * - An attempt that ended without a result (`attemptFailed`: the sandbox would not start, the
- *   policy threw) is reported and offered again after `retry_delay` x attempt; SQS moves it to
- *   the dead-letter queue after `max_receive_count` receives. A sample's own failure (scorer
- *   crash, NOT_READY, a failing setup script) is a result, as in a local run.
+ * - Attempts are counted by ct (protocol.ts: the message's `attempts` + SQS's receive count). An
+ *   attempt that ended without a result (`attemptFailed`: the sandbox would not start, the
+ *   policy threw) is recorded in the job's history and offered again after `retry_delay` x
+ *   attempt as a fresh message; after the manifest's `max_attempts` the worker moves it to the
+ *   dead-letter queue. A delivery whose earlier receives all died silently counts them too. A
+ *   sample's own failure (scorer crash, NOT_READY, a failing setup script) is a result, as in a
+ *   local run, and is marked as an error result (`errors/`) so a rerun retries it.
+ * - Before starting a sandbox it checks the message's generation against the queue ledger: a
+ *   message a resumed controller superseded is dropped unrun.
  * - A message it cannot read (another protocol version, another fleet, not JSON) is never run and
  *   never deleted: it is handed back at once and SQS dead-letters it.
- * - First SIGTERM/SIGINT: no new receives; messages taken but not started are released
- *   (visibility 0); running samples are cancelled, their sandboxes removed, their messages
- *   released. Second: release everything held, tear down, exit.
+ * - First SIGTERM/SIGINT (or, with `parentGone`, its controller's death): no new receives;
+ *   messages taken but not started, and running samples once cancelled (sandboxes removed), are
+ *   handed back as fresh messages that spend no attempt. Second: release everything held (no
+ *   time for fresh messages), tear down, exit.
  * - Before taking any job it fetches every setting the manifest pins, at the pinned commit
  *   (`settings-fetch.ts`), and reads tasks only from those checkouts; if it cannot, it exits
  *   with the error and the jobs stay queued for workers that can.
@@ -41,7 +47,6 @@ import { CloudError, ConfigError, SampleError, ScorerError, errorMessage } from 
 import { readDotenvFile } from '../config/dotenv-file.js';
 import { RunSession } from '../eval/run-session.js';
 import { runSamplePool, type PoolItem } from '../eval/sample-pool.js';
-import { backoffDelays, sleep } from '../host/backoff.js';
 import type { EvalSample } from '../log/types.js';
 import { ModelRegistry } from '../models/model-registry.js';
 import { createPolicy } from '../policies/registry.js';
@@ -50,7 +55,9 @@ import type { GitRunner } from '../tasks/git-runner.js';
 import type { Sample } from '../tasks/types.js';
 import { fleetLogHeader, oneSampleLog } from './one-sample-log.js';
 import { fetchPinnedSettings, settingsCacheDir } from './settings-fetch.js';
-import { PROTOCOL_VERSION, type DoneMessage, type Job, type JobMessage, type Manifest } from './protocol.js';
+import { JobSource } from './job-source.js';
+import { Lease } from './lease.js';
+import { MAX_HISTORY, MAX_HISTORY_ERROR, PROTOCOL_VERSION, ticketIsCurrent, type AttemptRecord, type DoneMessage, type Job, type Manifest, type ParsedJobMessage } from './protocol.js';
 import type { Delivery, JobQueue, ResultStore } from './types.js';
 
 export interface WorkerOptions {
@@ -79,6 +86,8 @@ export interface WorkerOptions {
    * the interruption, then queues the rest again as fresh messages (no attempt spent).
    */
   spotNotice?: () => Promise<Date | undefined>;
+  /** Aborted when the controller that started this worker is gone (`--exit-with-parent`): stop as on a first signal. */
+  parentGone?: AbortSignal;
 }
 
 /** Why the worker stopped: `done` (queue drained), `fleet-gone` (queues deleted), `stopped` (signal), `preempted` (spot notice). */
@@ -89,11 +98,13 @@ export type WorkerStop = 'done' | 'fleet-gone' | 'stopped' | 'preempted';
  * - ok: result stored (or refused as a late duplicate), done sent, message deleted;
  * - skipped: its result was already stored: done sent, message deleted;
  * - failed: no result this attempt: reported, offered again after the retry delay;
- * - released: the worker is stopping: visible again at once;
+ * - dead: its attempts are spent: moved to the dead-letter queue with its history;
+ * - superseded: a message of an earlier generation (a resumed controller queued the job again): dropped unrun;
+ * - released: the worker is stopping: handed back as a fresh message (no attempt spent);
  * - unreadable: not a job this worker can run: handed back for the dead-letter queue;
  * - preempted: running when the spot instance was about to go: queued again as a fresh message.
  */
-export type JobOutcome = 'ok' | 'skipped' | 'failed' | 'released' | 'unreadable' | 'preempted';
+export type JobOutcome = 'ok' | 'skipped' | 'failed' | 'released' | 'unreadable' | 'preempted' | 'dead' | 'superseded';
 
 export interface WorkerResult {
   stopped: WorkerStop;
@@ -106,16 +117,14 @@ const execFileAsync = promisify(execFile);
 
 /** Longest wait before a failed job is offered again (seconds). */
 const MAX_RETRY_DELAY_SECONDS = 300;
-/** Failed polls in a row before the worker gives up. */
-const MAX_POLL_FAILURES = 5;
 /** Characters of an error message a done message carries (SQS takes 256 KB a message). */
 const MAX_ERROR_CHARS = 4000;
 
 interface JobItem extends PoolItem {
   job: Job;
-  delivery: Delivery<JobMessage>;
+  delivery: Delivery<ParsedJobMessage>;
   startedAt: number;
-  stopHeartbeat: () => void;
+  lease: Lease;
   /** The error the sample ended with (its class decides retry or result). */
   failure?: unknown;
   /** Queued again as a fresh message (spot interruption): its result is not kept. */
@@ -128,9 +137,10 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const manifest = await store.getManifest();
   if (!manifest) throw new ConfigError(`fleet ${queue.fleetId} has no manifest (wrong fleet id, bucket or region?)`);
   if (manifest.fleet_id !== queue.fleetId) throw new ConfigError(`the manifest belongs to fleet ${manifest.fleet_id}, not ${queue.fleetId}`);
+  const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0, dead: 0, superseded: 0 };
   if (!(await queue.exists())) {
     o.log(`the queues of fleet ${manifest.fleet_id} are gone (the controller finished the fleet); nothing to do`);
-    return { stopped: 'fleet-gone', exitCode: 0, jobs: { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0 } };
+    return { stopped: 'fleet-gone', exitCode: 0, jobs: counts };
   }
   // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
   const cacheDir = settingsCacheDir(config);
@@ -147,181 +157,181 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     importRoots,
   });
   const concurrency = o.concurrency ?? manifest.samples_per_worker;
+  const maxAttempts = manifest.max_attempts;
   const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
   const header = fleetLogHeader(manifest, o.version);
-  const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0 };
   const runningItems = new Set<JobItem>();
   let preempted = false;
-  const held = new Map<string, Delivery<JobMessage>>();
-  let running = 0;
-  let stop: WorkerStop = 'done';
+  const held = new Map<string, Delivery<ParsedJobMessage>>();
   const removeHook = session.onForcedStop(async () => {
+    // Forced: no time for fresh messages. Visible again at once (each costs a receive, which the backstop allows for).
     await Promise.all([...held.values()].map((d) => queue.release(d.receiptHandle).catch(() => {})));
   });
   o.log(`worker ${o.workerName} (pid ${process.pid}): fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once, sandbox run ${session.runId}`);
 
   const seconds = (item: { startedAt: number }) => Math.round((Date.now() - item.startedAt) / 100) / 10;
-  const sendDone = (d: Pick<DoneMessage, 'job_id' | 'status' | 'error' | 'attempt' | 'seconds'>) =>
-    queue.sendDone({
-      version: PROTOCOL_VERSION,
-      fleet_id: manifest.fleet_id,
-      worker: o.workerName,
-      ...d,
-      ...(d.status === 'ok' ? { key: `${manifest.fleet_id}/${d.job_id}.eval` } : {}),
-      ...(d.error !== undefined ? { error: d.error.slice(0, MAX_ERROR_CHARS) } : {}),
-    });
-  const release = async (d: Delivery<JobMessage>) => {
+  const sendDone = (d: Pick<DoneMessage, 'job_id' | 'status' | 'error' | 'attempt' | 'seconds' | 'reason'>) =>
+    queue
+      .sendDone({
+        version: PROTOCOL_VERSION,
+        fleet_id: manifest.fleet_id,
+        worker: o.workerName,
+        ...d,
+        ...(d.status === 'ok' ? { key: `${manifest.fleet_id}/${d.job_id}.eval` } : {}),
+        ...(d.error !== undefined ? { error: d.error.slice(0, MAX_ERROR_CHARS) } : {}),
+      })
+      .catch((e) => o.log(`job ${d.job_id}: could not send its ${d.status} report: ${errorMessage(e)}`));
+  /** The attempt this delivery is: attempts spent by earlier messages + this message's receives. */
+  const attemptOf = (d: Delivery<ParsedJobMessage>) => d.message!.attempts + d.receiveCount;
+
+  /**
+   * Queues the job again as a fresh message, then deletes this one: what a hand-back (no attempt
+   * spent: `attempts` counts only this message's earlier receives, which died) and a reported
+   * failure (this attempt spent, `delaySeconds` before the next) both do.
+   */
+  const requeue = async (d: Delivery<ParsedJobMessage>, next: { attempts: number; history: AttemptRecord[]; delaySeconds?: number }): Promise<boolean> => {
+    const m = d.message!;
+    try {
+      const sent = await queue.enqueue([{ ...m, attempts: next.attempts, history: next.history }], next.delaySeconds ? { delaySeconds: next.delaySeconds } : {});
+      if (sent.failed > 0) throw new Error('SQS refused the message');
+    } catch (e) {
+      // The message stays ours until its visibility passes; then it is offered again (one more receive).
+      o.log(`job ${m.job.job_id}: could not queue it again (its message returns when its visibility passes): ${errorMessage(e)}`);
+      held.delete(d.receiptHandle);
+      return false;
+    }
+    held.delete(d.receiptHandle);
+    await queue.delete(d.receiptHandle).catch((e) => o.log(`job ${m.job.job_id}: could not delete its old message (a worker will find it superseded or done): ${errorMessage(e)}`));
+    return true;
+  };
+  /** Hands jobs back without spending an attempt: the worker is stopping, or its spot instance goes. */
+  const handBack = async (ds: Delivery<ParsedJobMessage>[], reason: 'stopping' | 'spot', elapsed = 0): Promise<void> => {
+    await Promise.all(
+      ds.map(async (d) => {
+        if (!d.message) return release(d);
+        const job = d.message.job;
+        if (await requeue(d, { attempts: attemptOf(d) - 1, history: d.message.history })) {
+          if (reason === 'spot') counts.preempted++;
+          else counts.released++;
+          await sendDone({ job_id: job.job_id, status: 'handed_back', reason, attempt: attemptOf(d), seconds: elapsed });
+          o.log(`job ${job.job_id} handed back (${reason === 'spot' ? 'spot interruption' : 'the worker is stopping'}): queued again, no attempt spent`);
+        }
+      }),
+    );
+  };
+  const release = async (d: Delivery<ParsedJobMessage>) => {
     held.delete(d.receiptHandle);
     await queue.release(d.receiptHandle).catch((e) => o.log(`message ${d.messageId}: could not hand it back (offered again when its visibility passes): ${errorMessage(e)}`));
   };
-  /** An attempt without a result: reported, and offered again after the retry delay. */
-  const failAttempt = async (job: Job, d: Delivery<JobMessage>, error: string, secs: number) => {
+  /** A job whose attempts are spent: on the dead-letter queue with its history, for the controller to record. */
+  const deadLetter = async (d: Delivery<ParsedJobMessage>, reason: string, attempts: number, history: AttemptRecord[]) => {
+    const m = d.message!;
+    try {
+      await queue.deadLetter({ ...m, attempts, history, dead: { reason: reason.slice(0, MAX_HISTORY_ERROR), attempts } });
+    } catch (e) {
+      o.log(`job ${m.job.job_id}: could not move it to the dead-letter queue (offered again when its visibility passes): ${errorMessage(e)}`);
+      held.delete(d.receiptHandle);
+      return;
+    }
     held.delete(d.receiptHandle);
-    const delay = Math.min(config.fleet.retry_delay * d.receiveCount, MAX_RETRY_DELAY_SECONDS);
-    await sendDone({ job_id: job.job_id, status: 'error', error, attempt: d.receiveCount, seconds: secs }).catch((e) =>
-      o.log(`job ${job.job_id}: could not report its failure: ${errorMessage(e)}`),
-    );
-    await queue.extend(d.receiptHandle, delay).catch((e) => o.log(`job ${job.job_id}: could not hand its message back: ${errorMessage(e)}`));
+    await queue.delete(d.receiptHandle).catch(() => {});
+    counts.dead++;
+    await sendDone({ job_id: m.job.job_id, status: 'dead', error: reason, attempt: attempts, seconds: 0 });
+    o.log(`job ${m.job.job_id} failed for good after ${attempts} attempt(s): ${firstLine(reason)}`);
+  };
+  /** An attempt without a result: recorded in the job's history, and offered again after the retry delay (or dead when none is left). */
+  const failAttempt = async (d: Delivery<ParsedJobMessage>, error: string, secs: number) => {
+    const m = d.message!;
+    const attempt = attemptOf(d);
+    const history = [...m.history, { attempt, worker: o.workerName, error: error.slice(0, MAX_HISTORY_ERROR) }].slice(-MAX_HISTORY);
     counts.failed++;
-    o.log(`job ${job.job_id} failed in ${secs}s (attempt ${d.receiveCount}; offered again in ${delay}s): ${firstLine(error)}`);
-  };
-  const heartbeat = (job: Job, d: Delivery<JobMessage>): (() => void) => {
-    const { visibility_timeout: vis, heartbeat_cap: cap } = config.fleet;
-    const until = Date.now() + cap * 1000;
-    const timer = setInterval(() => {
-      if (Date.now() + vis * 1000 > until) {
-        clearInterval(timer);
-        o.log(`job ${job.job_id}: running past the heartbeat cap (${cap}s); its message will be offered to another worker`);
-        return;
-      }
-      queue.extend(d.receiptHandle, vis).catch((e) => o.log(`job ${job.job_id}: heartbeat failed (another worker may get the job; results are keyed by job): ${errorMessage(e)}`));
-    }, (vis * 1000) / 3);
-    return () => clearInterval(timer);
+    if (attempt >= maxAttempts) return deadLetter(d, error, attempt, history);
+    const delay = Math.min(config.fleet.retry_delay * attempt, MAX_RETRY_DELAY_SECONDS);
+    await sendDone({ job_id: m.job.job_id, status: 'error', error, attempt, seconds: secs });
+    await requeue(d, { attempts: attempt, history, delaySeconds: delay });
+    o.log(`job ${m.job.job_id} failed in ${secs}s (attempt ${attempt} of ${maxAttempts}; offered again in ${delay}s): ${firstLine(error)}`);
   };
 
-  /** Jobs from the work queue, received only for free slots; releases what it holds when closed. */
-  const buffer: Delivery<JobMessage>[] = [];
-  let emptyPolls = 0;
-  let pollFailures = 0;
-  const work: AsyncIterator<JobItem> & AsyncIterable<JobItem> = {
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-    async next(): Promise<IteratorResult<JobItem>> {
-      for (;;) {
-        if (session.signal.aborted || session.stopping.aborted) return releaseBuffer();
-        const d = buffer.shift();
-        if (d) {
-          const item = await take(d);
-          if (item) return { done: false, value: item };
-          continue;
-        }
-        let got: Delivery<JobMessage>[];
-        try {
-          got = await queue.receive({ max: Math.max(1, concurrency - running), waitSeconds: config.fleet.poll_seconds });
-          pollFailures = 0;
-        } catch (e) {
-          if (queueGone(e)) {
-            o.log(`the work queue of fleet ${manifest.fleet_id} is gone (the controller finished the fleet); stopping`);
-            stop = 'fleet-gone';
-            return { done: true, value: undefined };
-          }
-          if (++pollFailures >= MAX_POLL_FAILURES) throw new CloudError(`polling the work queue failed ${pollFailures} times in a row: ${errorMessage(e)}`, false);
-          o.log(`polling the work queue failed (${errorMessage(e)}); trying again`);
-          await sleep(backoffDelays(pollFailures, 1000, 20_000)[pollFailures - 1]!, session.signal);
-          continue;
-        }
-        for (const g of got) held.set(g.receiptHandle, g);
-        buffer.push(...got);
-        if (got.length > 0) {
-          emptyPolls = 0;
-          continue;
-        }
-        if (running > 0) continue;
-        let depth;
-        try {
-          depth = (await queue.depth()).work;
-        } catch (e) {
-          if (queueGone(e)) {
-            stop = 'fleet-gone';
-            o.log(`the work queue of fleet ${manifest.fleet_id} is gone (the controller finished the fleet); stopping`);
-            return { done: true, value: undefined };
-          }
-          continue;
-        }
-        emptyPolls = depth.visible + depth.inFlight === 0 ? emptyPolls + 1 : 0;
-        if (emptyPolls >= config.fleet.idle_polls) {
-          o.log(`the work queue stayed empty for ${emptyPolls} poll(s); the work is done`);
-          return { done: true, value: undefined };
-        }
-      }
-    },
-    return: releaseBuffer,
-  };
-
-  /** Taken but never started: hand them straight back. */
-  async function releaseBuffer(): Promise<IteratorResult<JobItem>> {
-    const left = buffer.splice(0);
-    await Promise.all(left.map((d) => release(d)));
-    counts.released += left.length;
-    return { done: true, value: undefined };
-  }
-
-  /** A received message turned into a sample to run, or handled here (unreadable, already done, cannot resolve). */
-  async function take(d: Delivery<JobMessage>): Promise<JobItem | undefined> {
+  /** A received message turned into a sample to run, or handled here (unreadable, superseded, already done, dead, cannot resolve). */
+  const take = async (d: Delivery<ParsedJobMessage>): Promise<JobItem | undefined> => {
+    held.set(d.receiptHandle, d);
     const startedAt = Date.now();
-    const problem = d.problem ?? (d.message && d.message.fleet_id !== manifest!.fleet_id ? `a job of fleet ${d.message.fleet_id}, not ${manifest!.fleet_id}` : undefined);
+    const problem = d.problem ?? (d.message && d.message.fleet_id !== manifest.fleet_id ? `a job of fleet ${d.message.fleet_id}, not ${manifest.fleet_id}` : undefined);
     if (!d.message || problem) {
-      // Never run, never deleted: SQS dead-letters it after max_receive_count receives.
+      // Never run, never deleted: SQS dead-letters it after its backstop receive count.
       await release(d);
       counts.unreadable++;
       o.log(`message ${d.messageId} not run (receive ${d.receiveCount}): ${problem ?? 'unreadable'}`);
       return undefined;
     }
-    const job = d.message.job;
+    const m = d.message;
+    const job = m.job;
+    const attempt = attemptOf(d);
     try {
-      if (await store.hasResult(job.job_id)) {
-        await sendDone({ job_id: job.job_id, status: 'ok', attempt: d.receiveCount, seconds: 0 });
-        await queue.delete(d.receiptHandle);
+      // A message of a superseded generation: its job has a newer message (or a result); dropped unrun.
+      if (!ticketIsCurrent(await store.getLedger(), job.job_id, m.ticket)) {
         held.delete(d.receiptHandle);
+        await queue.delete(d.receiptHandle);
+        counts.superseded++;
+        await sendDone({ job_id: job.job_id, status: 'superseded', attempt, seconds: 0 });
+        o.log(`job ${job.job_id}: a message of an earlier generation (${m.ticket}) dropped unrun`);
+        return undefined;
+      }
+      if (await store.hasResult(job.job_id)) {
+        await sendDone({ job_id: job.job_id, status: 'ok', attempt, seconds: 0 });
+        held.delete(d.receiptHandle);
+        await queue.delete(d.receiptHandle);
         counts.skipped++;
         o.log(`job ${job.job_id} skipped: its result is already stored`);
         return undefined;
       }
-      const sample = resolveSample(catalog, job);
-      o.log(`job ${job.job_id} started: ${job.sample_id} epoch ${job.epoch} (attempt ${d.receiveCount})`);
-      return { sample, epoch: job.epoch, job, delivery: d, startedAt, stopHeartbeat: heartbeat(job, d) };
     } catch (e) {
-      if (e instanceof CloudError) {
-        // Checking for or skipping a stored result failed in AWS, not in the job: not an attempt.
-        o.log(`job ${job.job_id}: ${errorMessage(e)}; handed back`);
-        await release(d);
-        return undefined;
-      }
-      await failAttempt(job, d, errorMessage(e), seconds({ startedAt }));
+      if (!(e instanceof CloudError)) throw e;
+      // Reading the ledger or the result failed in AWS, not in the job: handed back, not an attempt.
+      o.log(`job ${job.job_id}: ${errorMessage(e)}; handed back`);
+      await handBack([d], 'stopping');
       return undefined;
     }
-  }
+    if (attempt > maxAttempts) {
+      // Its earlier deliveries ended with no report (the worker died, or froze past the visibility).
+      const silent = attempt - 1 - m.history.length;
+      const reason =
+        m.history.length > 0
+          ? `${m.history[m.history.length - 1]!.error}${silent > 0 ? ` (and ${silent} attempt(s) ended without a report: the worker died or froze past the visibility timeout)` : ''}`
+          : `no worker reported why: ${attempt - 1} attempt(s) ended without a report (the worker died, or froze past the visibility timeout)`;
+      await deadLetter(d, reason, attempt - 1, m.history);
+      return undefined;
+    }
+    try {
+      const sample = resolveSample(catalog, job);
+      o.log(`job ${job.job_id} started: ${job.sample_id} epoch ${job.epoch} (attempt ${attempt} of ${maxAttempts})`);
+      const lease = new Lease({ queue, receiptHandle: d.receiptHandle, jobId: job.job_id, visibilitySeconds: config.fleet.visibility_timeout, capSeconds: config.fleet.heartbeat_cap, log: o.log }).start();
+      return { sample, epoch: job.epoch, job, delivery: d, startedAt, lease };
+    } catch (e) {
+      await failAttempt(d, errorMessage(e), seconds({ startedAt }));
+      return undefined;
+    }
+  };
 
-  /** A finished sample: stored and reported, or (no result this attempt) handed back. */
-  async function finish(item: JobItem, result: EvalSample): Promise<void> {
+  /** A finished sample: stored and reported, or (no result this attempt) offered again. */
+  const finish = async (item: JobItem, result: EvalSample): Promise<void> => {
     const { job, delivery: d } = item;
-    item.stopHeartbeat();
+    item.lease.stop();
     if (item.requeued) return;
     try {
       if (session.signal.aborted && result.error) {
-        await release(d);
-        counts.released++;
-        o.log(`job ${job.job_id} handed back after ${seconds(item)}s: the worker is stopping`);
+        await handBack([d], 'stopping', seconds(item));
         return;
       }
       if (item.failure !== undefined && attemptFailed(item.failure)) {
-        await failAttempt(job, d, errorMessage(item.failure), seconds(item));
+        await failAttempt(d, errorMessage(item.failure), seconds(item));
         return;
       }
       const put = await store.putResult(job.job_id, await oneSampleLog(result, header));
-      await sendDone({ job_id: job.job_id, status: 'ok', attempt: d.receiveCount, seconds: seconds(item) });
+      // An error result is marked, so a rerun finds what to retry without reading every result.
+      if (put.stored && result.error) await store.putErrorMarker({ job_id: job.job_id, kind: 'sample', error: firstLine(result.error.message) });
+      await sendDone({ job_id: job.job_id, status: 'ok', attempt: attemptOf(d), seconds: seconds(item) });
       await queue.delete(d.receiptHandle);
       held.delete(d.receiptHandle);
       counts.ok++;
@@ -331,7 +341,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       // Not stored or not reported: the message stays and is offered again when its visibility passes.
       o.log(`job ${job.job_id}: could not store or report its result (it will be offered again): ${errorMessage(e)}`);
     }
-  }
+  };
 
   // Spot: a notice stops the taking at once; what still runs shortly before the deadline goes back to the queue.
   let handbackTimer: NodeJS.Timeout | undefined;
@@ -348,51 +358,56 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     preempted = true;
     clearInterval(spotWatch);
     const inMs = Math.max(0, at.getTime() - config.fleet.spot_handback_seconds * 1000 - Date.now());
-    o.log(`spot interruption notice: the instance goes at ${at.toISOString()}; no new jobs, ${running} running job(s) get ${Math.round(inMs / 1000)}s to finish`);
+    o.log(`spot interruption notice: the instance goes at ${at.toISOString()}; no new jobs, ${runningItems.size} running job(s) get ${Math.round(inMs / 1000)}s to finish`);
     session.drain();
-    handbackTimer = setTimeout(() => void handBack(), inMs);
+    handbackTimer = setTimeout(() => void spotHandBack(), inMs);
   };
   const spotWatch = o.spotNotice ? setInterval(() => void watchSpot(), config.fleet.spot_poll_seconds * 1000) : undefined;
   /** Jobs still running at the spot deadline: queued again as fresh messages (no attempt spent), then cancelled. */
-  async function handBack(): Promise<void> {
-    for (const item of [...runningItems]) {
-      const { job, delivery: d } = item;
+  async function spotHandBack(): Promise<void> {
+    const items = [...runningItems];
+    for (const item of items) {
       item.requeued = true;
-      item.stopHeartbeat();
-      try {
-        const sent = await queue.enqueue([d.message!]);
-        if (sent.failed > 0) throw new Error('SQS refused the message');
-        await queue.delete(d.receiptHandle);
-        held.delete(d.receiptHandle);
-        counts.preempted++;
-        await sendDone({ job_id: job.job_id, status: 'preempted', attempt: d.receiveCount, seconds: seconds(item) }).catch(() => {});
-        o.log(`job ${job.job_id} preempted after ${seconds(item)}s: queued again as a fresh message`);
-      } catch (e) {
-        o.log(`job ${job.job_id}: could not queue it again (its message returns when its visibility passes): ${errorMessage(e)}`);
-      }
+      item.lease.stop();
     }
+    await Promise.all(items.map((item) => handBack([item.delivery], 'spot', seconds(item))));
     session.stop();
   }
 
+  // The controller that started this worker is gone (local workers): stop as on a first signal.
+  const parentGone = () => {
+    o.log('the controller that started this worker is gone: handing back its jobs and stopping');
+    session.stop();
+  };
+  o.parentGone?.addEventListener('abort', parentGone, { once: true });
+
+  const source = new JobSource<JobItem>({
+    queue,
+    concurrency,
+    running: () => runningItems.size,
+    pollSeconds: config.fleet.poll_seconds,
+    idlePolls: config.fleet.idle_polls,
+    stopped: () => session.signal.aborted || session.stopping.aborted,
+    signal: session.signal,
+    take,
+    handBack: (ds) => handBack(ds, preempted ? 'spot' : 'stopping'),
+    log: o.log,
+  });
   try {
     await runSamplePool<JobItem>({
-      work,
+      work: source,
       maxSamples: concurrency,
       provider: session.provider,
       policy,
       sampleOptions: manifest.sample_options,
       signal: session.signal,
       prepareEnvironment: (item) => session.prepareEnvironment({ name: item.sample.env.id, composeFile: item.sample.env.composeFile }),
-      onStart: (item) => {
-        running++;
-        runningItems.add(item);
-      },
+      onStart: (item) => runningItems.add(item),
       onError: (item, e) => (item.failure = e),
       onResult: async (item, sample) => {
         try {
           await finish(item, sample);
         } finally {
-          running--;
           runningItems.delete(item);
         }
       },
@@ -400,15 +415,17 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   } finally {
     clearInterval(spotWatch);
     clearTimeout(handbackTimer);
+    o.parentGone?.removeEventListener('abort', parentGone);
     removeHook();
     await session.close();
     await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
   }
+  let stop: WorkerStop = source.end === 'fleet-gone' ? 'fleet-gone' : 'done';
   if (preempted) stop = 'preempted';
   else if (session.signal.aborted) stop = 'stopped';
   o.log(
-    `worker ${o.workerName} stopped (${stop}): ${counts.ok} result(s), ${counts.skipped} already done, ${counts.failed} failed attempt(s), ` +
-      `${counts.released} released, ${counts.unreadable} unreadable message(s), ${counts.preempted} preempted`,
+    `worker ${o.workerName} stopped (${stop}): ${counts.ok} result(s), ${counts.skipped} already done, ${counts.failed} failed attempt(s), ${counts.dead} dead, ` +
+      `${counts.released} handed back, ${counts.superseded} superseded, ${counts.unreadable} unreadable message(s), ${counts.preempted} preempted`,
   );
   return { stopped: stop, exitCode: stop === 'stopped' ? session.stoppedExitCode : 0, jobs: counts };
 }
@@ -488,11 +505,6 @@ function resolveSample(catalog: SettingsCatalog, job: Job): Sample {
   const sample: Sample = { id: [env.id, main.id, ...(side ? [side.id] : [])].join(':'), env, mainTask: main, ...(side ? { sideTask: side } : {}) };
   if (sample.id !== job.sample_id) throw new ConfigError(`job ${job.job_id} names sample ${job.sample_id}, but its env and tasks make ${sample.id}`);
   return sample;
-}
-
-/** The fleet's queues were deleted (the controller finished). */
-export function queueGone(e: unknown): boolean {
-  return e instanceof CloudError && e.code === 'QueueDoesNotExist';
 }
 
 function firstLine(s: string): string {

@@ -23,7 +23,7 @@ test('the twin runs visibility timeouts on an injected clock, so a test can expi
   let now = 1_000_000;
   const twin = new MemoryJobQueue(new MemorySqs(() => now), 'clock', PREFIX);
   await twin.create({ visibilityTimeoutSeconds: 600, maxReceiveCount: 3 });
-  await twin.enqueue([{ version: PROTOCOL_VERSION, fleet_id: 'clock', job: { job_id: 'j', sample_id: 'e:m', setting: 's', env: 'e', main_task: 'm', epoch: 1 } }]);
+  await twin.enqueue([{ version: PROTOCOL_VERSION, fleet_id: 'clock', job: { job_id: 'j', sample_id: 'e:m', setting: 's', env: 'e', main_task: 'm', epoch: 1 }, ticket: 1 }]);
   assert.equal((await twin.receive({ max: 1, waitSeconds: 0 })).length, 1);
   assert.equal((await twin.receive({ max: 1, waitSeconds: 0 })).length, 0);
   now += 601_000;
@@ -35,7 +35,7 @@ test('as on AWS (unlike moto), a stale receipt handle can neither extend nor del
   let now = 1_000_000;
   const twin = new MemoryJobQueue(new MemorySqs(() => now), 'stale', PREFIX);
   await twin.create({ visibilityTimeoutSeconds: 10, maxReceiveCount: 3 });
-  await twin.enqueue([{ version: PROTOCOL_VERSION, fleet_id: 'stale', job: { job_id: 'j', sample_id: 'e:m', setting: 's', env: 'e', main_task: 'm', epoch: 1 } }]);
+  await twin.enqueue([{ version: PROTOCOL_VERSION, fleet_id: 'stale', job: { job_id: 'j', sample_id: 'e:m', setting: 's', env: 'e', main_task: 'm', epoch: 1 }, ticket: 1 }]);
   const [first] = await twin.receive({ max: 1, waitSeconds: 0 });
   now += 11_000;
   const [second] = await twin.receive({ max: 1, waitSeconds: 0 });

@@ -29,6 +29,7 @@ function job(fleetId: string, n: number): JobMessage {
     version: PROTOCOL_VERSION,
     fleet_id: fleetId,
     job: { job_id: `job-${String(n).padStart(3, '0')}`, sample_id: `env:main${n}`, setting: 'example', env: 'env', main_task: `main${n}`, epoch: 1 },
+    ticket: 1,
   };
 }
 
@@ -42,6 +43,7 @@ function manifest(fleetId: string): Manifest {
     policy: { name: 'replay', args: {} },
     sample_options: { scorerTimeout: 120, setupTimeout: 600, sandboxAttempts: 3, tools: { bashTimeout: 180, modelOutputLimit: 16000 } },
     samples_per_worker: 2,
+    max_attempts: 3,
     settings: [{ name: 'example', repo: 'https://example.invalid/example.git', commit: 'a'.repeat(40) }],
     extra_src: [],
     sandbox: { spec: 'docker' },

@@ -33,6 +33,7 @@ function manifest(fleetId: string, n: number): Manifest {
     policy: { name: 'test', args: {} },
     sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 } },
     samples_per_worker: 2,
+    max_attempts: 3,
     settings: [],
     extra_src: [],
     sandbox: { spec: 'docker' },
@@ -70,9 +71,16 @@ function scriptedLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Ma
             }
             const d = got[0]!;
             const job = d.message!.job;
+            const attempt = d.message!.attempts + d.receiveCount;
             if (fails(job.job_id)) {
-              await queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, job_id: job.job_id, status: 'error', error: 'sandbox would not start', attempt: d.receiveCount, worker: name, seconds: 0 });
-              await queue.release(d.receiptHandle);
+              // As a worker does: the failure joins the job's history; queued again, or dead-lettered after 3 attempts.
+              const history = [...d.message!.history, { attempt, worker: name, error: 'sandbox would not start' }];
+              if (attempt >= 3) await queue.deadLetter({ ...d.message!, attempts: attempt, history, dead: { reason: 'sandbox would not start', attempts: attempt } });
+              else {
+                await queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, job_id: job.job_id, status: 'error', error: 'sandbox would not start', attempt, worker: name, seconds: 0 });
+                await queue.enqueue([{ ...d.message!, attempts: attempt, history }]);
+              }
+              await queue.delete(d.receiptHandle);
               continue;
             }
             await store.putResult(job.job_id, await oneSampleLog(sample(job), header));
@@ -98,7 +106,7 @@ function options(o: Pick<RunFleetOptions, 'queue' | 'store' | 'manifest' | 'stat
   return {
     ...o,
     workers: 2,
-    timings: { visibilityTimeout: 5, maxReceiveCount: 3, pollSeconds: 1, checkSeconds: 0.05, staleWarningMinutes: 10, staleTeardownMinutes: 60 },
+    timings: { visibilityTimeout: 5, maxAttempts: 3, pollSeconds: 1, checkSeconds: 0.05, staleWarningMinutes: 10, staleTeardownMinutes: 60 },
     logDir,
     version: 'test',
     events: new FleetEventsLog(logDir, o.manifest.fleet_id),
@@ -133,16 +141,28 @@ describe('fleet controller (in-memory queue and store)', () => {
     assert.equal(log!.samples.length, 6);
     assert.equal(await queue.exists(), false, 'queues deleted');
     const events = readFileSync(join(logDir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8');
-    assert.equal((events.match(/"job_failed"/g) ?? []).length, 3);
+    assert.equal((events.match(/"job_failed"/g) ?? []).length, 2, 'two failures reported; the third dead-lettered it');
+    assert.match(events, /"job_dead".*"workers":\["mem-\d","mem-\d","mem-\d"\]/, 'the dead job names the workers that tried it');
 
-    // Resume: everything has a result (the dead job its error sample): nothing to queue or start.
+    // Rerun with --no-retry-errors: everything has a result (the dead job its error sample): nothing to queue or start.
     const again = await inspectFleet(store, m);
     assert.equal(again.done.size, 6);
+    assert.deepEqual(again.errors, [{ jobId: 'env.task.e3', kind: 'dead' }]);
     const launcher2 = scriptedLauncher(queue, store, m, () => false);
-    const r2 = await runFleet(options({ queue, store, manifest: m, state: again, launcher: launcher2 }, logDir));
+    const r2 = await runFleet({ ...options({ queue, store, manifest: m, state: again, launcher: launcher2 }, logDir), retryErrors: false });
     assert.equal(r2.enqueued, 0);
     assert.equal(launcher2.started, 0);
     assert.equal(r2.merge!.path, r.merge!.path, 'the same merged log is replaced');
+
+    // Rerun (retrying errors, the default) once the cause is fixed: only the dead job runs again, and the log holds its new result.
+    const third = await inspectFleet(store, m);
+    const launcher3 = scriptedLauncher(queue, store, m, () => false);
+    const r3 = await runFleet(options({ queue, store, manifest: m, state: third, launcher: launcher3 }, logDir));
+    assert.equal(r3.enqueued, 1);
+    assert.equal(r3.retried, 1);
+    assert.equal(r3.merge!.rows.length, 6);
+    assert.equal(r3.merge!.rows.filter((x) => x.error).length, 0);
+    assert.deepEqual(await store.listErrorMarkers(), []);
   });
 
   test('a resume enqueues only the jobs without a result', async () => {
