@@ -41,7 +41,7 @@ test('as on AWS (unlike moto), a stale receipt handle can neither extend nor del
   const [second] = await twin.receive({ max: 1, waitSeconds: 0 });
   await assert.rejects(twin.extend(first!.receiptHandle, 30), (e: unknown) => e instanceof CloudError && e.code === 'ReceiptHandleIsInvalid' && !e.retryable);
   await twin.delete(first!.receiptHandle);
-  assert.deepEqual((await twin.depth()).work, { visible: 0, inFlight: 1 }, 'the frozen worker\'s late delete removed nothing');
+  assert.deepEqual((await twin.depth()).work, { visible: 0, inFlight: 1, delayed: 0 }, 'the frozen worker\'s late delete removed nothing');
   await twin.delete(second!.receiptHandle);
-  assert.deepEqual((await twin.depth()).work, { visible: 0, inFlight: 0 });
+  assert.deepEqual((await twin.depth()).work, { visible: 0, inFlight: 0, delayed: 0 });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { CloudError, ConfigError } from '../../src/errors.js';
-import { PROTOCOL_VERSION, type DoneMessage, type JobMessage, type Manifest } from '../../src/fleet/protocol.js';
+import { PROTOCOL_VERSION, type DoneMessage, type JobMessage, type Manifest, type QueueLedger } from '../../src/fleet/protocol.js';
 import type { JobQueue, QueueSettings, ResultStore } from '../../src/fleet/types.js';
 
 /** One backend pair (a JobQueue and a ResultStore) and raw access to what it stores. */
@@ -66,9 +66,10 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       const b = backend();
       const q = b.queue(freshFleet());
       assert.equal(await q.exists(), false);
-      assert.deepEqual(await q.create(SETTINGS), { created: true, reconciled: [] });
+      const first = await q.create(SETTINGS);
+      assert.deepEqual({ ...first, queueId: undefined }, { created: true, reconciled: [], queueId: undefined });
       assert.equal(await q.exists(), true);
-      assert.deepEqual(await q.create(SETTINGS), { created: false, reconciled: [] });
+      assert.deepEqual(await q.create(SETTINGS), { created: false, reconciled: [], queueId: first.queueId }, 'the same queue keeps its id');
       const r = await q.create({ visibilityTimeoutSeconds: 7, maxReceiveCount: 5 });
       assert.equal(r.created, false);
       assert.deepEqual(r.reconciled.map((l) => l.split(':')[0]).sort(), ['work.RedrivePolicy', 'work.VisibilityTimeout']);
@@ -87,7 +88,7 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       const got = await receiveN(q, 25);
       assert.deepEqual(got.map((d) => d.message?.job.job_id).sort(), jobs.map((j) => j.job.job_id));
       assert.ok(got.every((d) => d.receiveCount === 1 && d.problem === undefined));
-      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 25 });
+      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 25, delayed: 0 });
       assert.deepEqual(await q.receive({ max: 10, waitSeconds: 0 }), []);
     });
 
@@ -143,7 +144,7 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       await q.extend(d!.receiptHandle, 6);
       await sleep(VIS * 1000 + 500);
       assert.deepEqual(await q.receive({ max: 1, waitSeconds: 0 }), []);
-      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 1 });
+      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 1, delayed: 0 });
       await q.release(d!.receiptHandle);
       const [again] = await receiveN(q, 1, 3);
       assert.equal(again!.message!.job.job_id, 'job-001');
@@ -160,7 +161,7 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       await q.delete(d!.receiptHandle);
       await sleep(VIS * 1000 + 300);
       assert.deepEqual(await q.receive({ max: 1, waitSeconds: 1 }), []);
-      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 0 });
+      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 0, delayed: 0 });
     });
 
     test('after maxReceiveCount attempts the next receive moves the job to the DLQ, where the controller reads and removes it', async () => {
@@ -179,7 +180,33 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       assert.equal(dead.length, 1);
       assert.equal(dead[0]!.message!.job.job_id, 'job-001');
       await q.deleteDead(dead[0]!.receiptHandle);
-      assert.deepEqual(await q.depth(), { work: { visible: 0, inFlight: 0 }, done: { visible: 0, inFlight: 0 }, dead: { visible: 0, inFlight: 0 } });
+      assert.deepEqual(await q.depth(), { work: { visible: 0, inFlight: 0, delayed: 0 }, done: { visible: 0, inFlight: 0, delayed: 0 }, dead: { visible: 0, inFlight: 0, delayed: 0 } });
+    });
+
+    test('a job sent with a delay stays out of reach until it passes, counted as delayed (a retry waiting)', async () => {
+      const b = backend();
+      const fleet = freshFleet();
+      const q = b.queue(fleet);
+      await q.create(SETTINGS);
+      await q.enqueue([job(fleet, 1)], { delaySeconds: 2 });
+      assert.deepEqual(await q.receive({ max: 1, waitSeconds: 0 }), []);
+      assert.deepEqual((await q.depth()).work, { visible: 0, inFlight: 0, delayed: 1 });
+      const [d] = await receiveN(q, 1, 6);
+      assert.equal(d!.message!.job.job_id, 'job-001');
+      assert.equal(d!.receiveCount, 1);
+    });
+
+    test('deadLetter puts a job, with its history and reason, on the DLQ', async () => {
+      const b = backend();
+      const fleet = freshFleet();
+      const q = b.queue(fleet);
+      await q.create(SETTINGS);
+      const history = [{ attempt: 1, worker: 'w1', error: 'boom' }];
+      await q.deadLetter({ ...job(fleet, 1), attempts: 3, history, dead: { reason: 'boom', attempts: 3 } });
+      const [dead] = await q.receiveDead({ max: 10, waitSeconds: 2 });
+      assert.deepEqual(dead!.message!.history, history);
+      assert.deepEqual(dead!.message!.dead, { reason: 'boom', attempts: 3 });
+      assert.equal(dead!.message!.attempts, 3);
     });
 
     test('done messages go to the done queue and are read back parsed', async () => {
@@ -192,7 +219,7 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       const got = await q.receiveDone({ max: 10, waitSeconds: 2 });
       assert.deepEqual(got.map((d) => d.message), [done]);
       await q.deleteDone(got[0]!.receiptHandle);
-      assert.deepEqual((await q.depth()).done, { visible: 0, inFlight: 0 });
+      assert.deepEqual((await q.depth()).done, { visible: 0, inFlight: 0, delayed: 0 });
     });
 
     test('a message of another protocol version is delivered unparsed, with a problem naming both versions', async () => {
@@ -259,6 +286,32 @@ export function fleetConformance(name: string, backend: () => FleetBackend): voi
       assert.deepEqual(seen.sort(), ids);
       assert.ok(pages >= 3, `${pages} pages`);
       assert.deepEqual((await b.store(freshFleet()).listResultIds()).ids, []);
+    });
+
+    test('the queue ledger round-trips and is replaced; error markers are listed by kind, with ledger and markers never taken for results', async () => {
+      const b = backend();
+      const fleet = freshFleet();
+      const s = b.store(fleet);
+      assert.equal(await s.getLedger(), undefined);
+      const ledger: QueueLedger = { version: PROTOCOL_VERSION, fleet_id: fleet, generation: 1, base: 1, requeued: {}, state: 'enqueueing', queue_id: 'q@1', updated: '2026-01-01T00:00:00.000Z' };
+      await s.putLedger(ledger);
+      await s.putLedger({ ...ledger, state: 'queued', requeued: { 'job-2': 2 }, generation: 2 });
+      assert.deepEqual(await s.getLedger(), { ...ledger, state: 'queued', requeued: { 'job-2': 2 }, generation: 2 });
+      await s.putResult('job-1', Buffer.from('r1'));
+      await s.putResult('job-2', Buffer.from('r2'));
+      await s.putErrorMarker({ job_id: 'job-1', kind: 'dead', error: 'boom' });
+      await s.putErrorMarker({ job_id: 'job-2', kind: 'sample', error: 'scorer crashed' });
+      assert.deepEqual((await s.listErrorMarkers()).sort((x, y) => x.jobId.localeCompare(y.jobId)), [
+        { jobId: 'job-1', kind: 'dead' },
+        { jobId: 'job-2', kind: 'sample' },
+      ]);
+      assert.deepEqual((await s.listResultIds()).ids.sort(), ['job-1', 'job-2']);
+      await s.deleteErrorMarker('job-1', 'dead');
+      await s.deleteResult('job-1');
+      await s.deleteResult('job-9');
+      assert.deepEqual(await s.listErrorMarkers(), [{ jobId: 'job-2', kind: 'sample' }]);
+      assert.deepEqual((await s.listResultIds()).ids, ['job-2']);
+      assert.deepEqual(await s.putResult('job-1', Buffer.from('again')), { stored: true }, 'a retried job stores its new result');
     });
 
     test('the manifest round-trips, is written once, and one of another protocol version is refused naming both versions', async () => {
