@@ -362,16 +362,15 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
           progress.note(`job ${d.job_id} was handed back by ${d.worker} (${d.reason === 'spot' ? 'spot interruption' : 'the worker stopped'}) and queued again; no attempt spent`);
         } else if (d.status === 'superseded') {
           events.add('superseded', { job_id: d.job_id, worker: d.worker });
-        } else if (d.status === 'dead') {
-          // Recorded when its dead letter is drained (the message carries its history).
         } else {
+          // An attempt that failed ('dead': the last one; the job is recorded when its dead letter is drained).
           const a = attempts.get(d.job_id) ?? { workers: [], error: '', attempts: 0 };
           a.workers.push(d.worker);
           a.error = d.error ?? 'no error given';
           a.attempts = Math.max(a.attempts, d.attempt);
           attempts.set(d.job_id, a);
           events.add('job_failed', { job_id: d.job_id, worker: d.worker, attempt: d.attempt, error: a.error });
-          if (d.attempt < o.timings.maxAttempts) events.add('job_requeued', { job_id: d.job_id, attempt: d.attempt });
+          if (d.status === 'error') events.add('job_requeued', { job_id: d.job_id, attempt: d.attempt });
           progress.note(`job ${d.job_id} failed on attempt ${d.attempt} of ${o.timings.maxAttempts} (${d.worker}): ${oneLine(a.error)}`);
         }
       }

@@ -121,9 +121,9 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     assert.ok(events.some((e) => e.event === 'job_dead' && e.job_id === 'notes_app.fix_config.e1'));
     const worker = readFileSync(join(logDir, 'fleet', fleetId, 'worker-1.log'), 'utf8');
     assert.match(worker, /extra-src policies unpacked in /, 'the policy came from the shipped tree');
-    // Resuming the finished fleet queues nothing: the dead job has its error result.
+    // Rerunning the finished fleet with --no-retry-errors queues nothing: the dead job has its error result.
     const again = await runCt(
-      ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '-t', 'not_ready', '--policy', 'flaky-policy.mjs:policy', '--extra-src', 'lib/policies', '--log-dir', logDir, '--yes'],
+      ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '-t', 'not_ready', '--policy', 'flaky-policy.mjs:policy', '--extra-src', 'lib/policies', '--log-dir', logDir, '--yes', '--no-retry-errors'],
       { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 60_000 },
     );
     assert.equal(again.code, 1);

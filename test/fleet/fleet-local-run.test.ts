@@ -134,11 +134,11 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     const fleetId = /fleet ([0-9a-f]{16}):/.exec(est.stderr)![1]!;
     const s3 = new S3Client({ region: 'us-east-1', endpoint: moto.url, forcePathStyle: true, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
     await s3.send(new CreateBucketCommand({ Bucket: 'lb-fleet-results-migrated' }));
-    await s3.send(new PutObjectCommand({ Bucket: 'lb-fleet-results-migrated', Key: `${fleetId}/manifest.json`, Body: JSON.stringify({ version: 2, fleet_id: fleetId }) }));
+    await s3.send(new PutObjectCommand({ Bucket: 'lb-fleet-results-migrated', Key: `${fleetId}/manifest.json`, Body: JSON.stringify({ version: 99, fleet_id: fleetId }) }));
     s3.destroy();
     const r = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: fleetEnv(moto, dirs) });
     assert.equal(r.code, 2, r.stderr);
-    assert.match(r.stderr, /fleet protocol version 2, but this ct speaks version 1/);
+    assert.match(r.stderr, /fleet protocol version 99, but this ct speaks version 2/);
     assert.deepEqual((await motoContents(moto)).queues, []);
   });
 });
