@@ -56,15 +56,15 @@ describe('ct run eval --ec2 with workers booted from their user-data', () => {
       assert.match(r.stderr, /launched 2 c7i\.4xlarge spot instance\(s\)/);
       assert.ok(preemptedId, 'a worker got a spot notice while running a job');
       const events = readEvents(readFileSync(join(logDir, 'fleet', fleetId!, 'events.jsonl'), 'utf8'));
-      const preempted = events.filter((e) => e.event === 'preempted');
-      assert.ok(preempted.length >= 1, 'preempted event');
+      const preempted = events.filter((e) => e.event === 'handed_back' && e.reason === 'spot');
+      assert.ok(preempted.length >= 1, 'a hand-back on the spot notice');
       for (const p of preempted) {
         assert.equal(p.worker, preemptedId);
         assert.ok(events.some((e) => e.event === 'job_done' && e.job_id === p.job_id), `job ${p.job_id} done`);
         // Finished on another worker, as a first attempt: the preemption spent none.
         const id = String(p.job_id).replace(/[.]/g, '\\.');
         const others = [...harness.instances.keys()].filter((i) => i !== preemptedId).map((i) => harness.localLog(i)).join('\n');
-        assert.match(others, new RegExp(`job ${id} started: \\S+ epoch \\d+ \\(attempt 1\\)`));
+        assert.match(others, new RegExp(`job ${id} started: \\S+ epoch \\d+ \\(attempt 1 of 3\\)`));
         assert.match(others, new RegExp(`job ${id} ok in`));
       }
       assert.ok(!events.some((e) => e.event === 'job_failed'), 'no failed attempt');

@@ -178,7 +178,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     const pid = workerPids(fleetDir, 2)[`worker-${first}.log`]!;
     process.kill(pid, 'SIGSTOP');
     try {
-      await until('the other worker taking the job again', () => /started: .*\(attempt 2\)/.test(logOf(other)), 60_000);
+      await until('the other worker taking the job again', () => /started: .*\(attempt 2 of 3\)/.test(logOf(other)), 60_000);
     } finally {
       process.kill(pid, 'SIGCONT');
     }
