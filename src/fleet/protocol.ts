@@ -208,3 +208,18 @@ export function jobIdOfKey(fleetId: string, key: string): string | undefined {
   const m = key.startsWith(`${fleetId}/`) ? /^([A-Za-z0-9._-]+)\.eval$/.exec(key.slice(fleetId.length + 1)) : null;
   return m?.[1];
 }
+
+/** The fleet and role a queue name belongs to (the inverse of `fleetNames`), or undefined for any other queue. */
+export function fleetOfQueue(name: string, queuePrefix: string): { fleetId: string; role: 'work' | 'done' | 'dlq' } | undefined {
+  const dash = name.lastIndexOf('-');
+  if (!name.startsWith(queuePrefix) || dash <= queuePrefix.length) return undefined;
+  const fleetId = name.slice(queuePrefix.length, dash);
+  let names: FleetNames;
+  try {
+    names = fleetNames(fleetId, queuePrefix);
+  } catch {
+    return undefined;
+  }
+  const role = name === names.workQueue ? 'work' : name === names.doneQueue ? 'done' : name === names.deadLetterQueue ? 'dlq' : undefined;
+  return role ? { fleetId, role } : undefined;
+}
