@@ -50,7 +50,7 @@ export function registerFleetCommands(program: Command): void {
     });
   fleet
     .command('discard')
-    .description("Remove a fleet's SQS queues and SSM secrets (its results in S3 stay unless --delete-results): a fleet you will not resume.")
+    .description("Remove a fleet's SQS queues and SSM secrets (its results in S3 stay unless --delete-results): one nobody runs any more, such as an abandoned fleet.")
     .argument('<fleet-id>', 'the fleet to discard (`ct cloud status` lists fleets and marks abandoned ones)')
     .option('--delete-results', 'also delete every object under s3://<fleet.bucket>/<fleet id>/ (manifest, results, worker logs)')
     .option('-y, --yes', 'discard without asking (required without a terminal)')
