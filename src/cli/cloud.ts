@@ -20,7 +20,7 @@ export function registerCloudCommands(program: Command): void {
   const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM; the worker AMI.");
   cloud
     .command('status')
-    .description('Show fleets (workers, queue counts, results, cost so far), EC2 sandboxes and AMI builders: yours, or everyone\'s with --all-users.')
+    .description('Show fleets (workers, queue counts, results, cost so far; finished or abandoned), EC2 sandboxes and AMI builders: yours, or everyone\'s with --all-users.')
     .option('--all-users', "include other users' resources and fleets whose owner is unknown")
     .option('--region <region>', 'AWS region (default: ec2.region, CT_EC2_REGION, us-east-1)')
     .option('--json', 'print one JSON object')
@@ -28,7 +28,10 @@ export function registerCloudCommands(program: Command): void {
       'after',
       '\nExamples:\n  ct cloud status\n  ct cloud status --all-users --region us-west-2\n  ct cloud status --json | jq \'.fleets[] | {fleetId, counts}\'\n' +
         '\nYours means instances tagged LaunchedBy=<your IAM user name or SSO session name>, and fleets with such a worker\n' +
-        '(or whose queues carry that tag). Cost so far = running time x the price table (data/ec2-prices.json, fleet.prices).\n',
+        '(or whose queues carry that tag). Cost so far = running time x the price table (data/ec2-prices.json, fleet.prices).\n' +
+        'A fleet is abandoned when it is unfinished, holds queues or secrets, has no live worker instance and made no progress (no\n' +
+        'object under s3://<fleet.bucket>/<fleet id>/ changed) for fleet.stale_teardown_minutes (default 180,\n' +
+        'CT_FLEET_STALE_TEARDOWN_MINUTES): a controller stops itself after that long, so none runs it. `ct fleet discard` removes it.\n',
     )
     .action(async (flags: CommonFlags & { allUsers?: boolean; json?: boolean }) => {
       const { gatherInventory } = await import('../cloud/inventory.js');
@@ -41,25 +44,34 @@ export function registerCloudCommands(program: Command): void {
     });
   cloud
     .command('cleanup')
-    .description('List what ct left behind (workers of finished or unknown fleets, instances past the hard timeout, queues and secrets of finished fleets, unused security groups); remove it with --yes.')
+    .description('List what ct left behind (workers of finished or unknown fleets, instances past the hard timeout, queues and secrets of finished and abandoned fleets, unused security groups); remove it with --yes.')
     .option('--all-users', "judge every user's resources, not only yours")
     .option('-y, --yes', 'remove what is listed (default: only list it)')
+    .option('--delete-results', "also delete abandoned fleets' results (every object under s3://<fleet.bucket>/<fleet id>/); finished fleets' results are always kept")
     .option('--region <region>', 'AWS region (default: ec2.region, CT_EC2_REGION, us-east-1)')
     .option('--json', 'print one JSON object: {"leftovers": [...], "removed": [...], "failed": [...]}')
     .addHelpText(
       'after',
       '\nExamples:\n  ct cloud cleanup            # list only\n  ct cloud cleanup --yes      # remove your leftovers\n  ct cloud cleanup --all-users --yes --region us-east-1\n' +
+        '  ct cloud cleanup --yes --delete-results   # abandoned fleets\' results too\n' +
         '\nOnly resources tagged ManagedBy=ct and ct\'s fleet queues (fleet.queue_prefix) and secrets (fleet.secrets_prefix) are judged;\n' +
-        'results in S3 are kept. Instances older than fleet.instance_max_hours (default 24, CT_FLEET_INSTANCE_MAX_HOURS) are past\n' +
+        'results in S3 are kept unless --delete-results (abandoned fleets only). An abandoned fleet (see `ct cloud status --help`) made\n' +
+        'no progress for fleet.stale_teardown_minutes (default 180, CT_FLEET_STALE_TEARDOWN_MINUTES) and has no live worker. Instances older than fleet.instance_max_hours (default 24, CT_FLEET_INSTANCE_MAX_HOURS) are past\n' +
         'every hard timeout; an EC2 sandbox kept with --keep-ec2-instance is left alone. Exit 1 when something could not be removed.\n',
     )
-    .action(async (flags: CommonFlags & { allUsers?: boolean; yes?: boolean; json?: boolean }) => {
+    .action(async (flags: CommonFlags & { allUsers?: boolean; yes?: boolean; deleteResults?: boolean; json?: boolean }) => {
       const { gatherInventory } = await import('../cloud/inventory.js');
       const { applyCleanup, planCleanup } = await import('../cloud/cleanup.js');
       await withCloud(flags, async (config, caller, c) => {
         const inv = await gatherInventory(inventoryOptions(config, c));
-        const leftovers = planCleanup(inv, { caller: caller.name, allUsers: Boolean(flags.allUsers), instanceMaxHours: config.fleet.instance_max_hours });
-        const result = flags.yes && leftovers.length ? await applyCleanup(leftovers, c) : { removed: [], failed: [] };
+        const leftovers = planCleanup(inv, {
+          caller: caller.name,
+          allUsers: Boolean(flags.allUsers),
+          instanceMaxHours: config.fleet.instance_max_hours,
+          deleteResults: Boolean(flags.deleteResults),
+          bucket: config.fleet.bucket,
+        });
+        const result = flags.yes && leftovers.length ? await applyCleanup(leftovers, c, { bucket: config.fleet.bucket }) : { removed: [], failed: [] };
         if (result.failed.length) process.exitCode = 1;
         if (flags.json) {
           process.stdout.write(`${JSON.stringify({ region: c.region, caller: caller.name, allUsers: Boolean(flags.allUsers), leftovers, ...result })}\n`);
@@ -154,7 +166,7 @@ export function registerCloudCommands(program: Command): void {
 type Clients = import('../cloud/aws-clients.js').AwsClients & import('../cloud/aws-clients.js').FleetClients;
 
 /** Loads the config, checks the credentials (before any other call), runs `body`, closes the clients. */
-async function withCloud(flags: CommonFlags, body: (config: Config, caller: CallerIdentity, c: Clients) => Promise<void>): Promise<void> {
+export async function withCloud(flags: CommonFlags, body: (config: Config, caller: CallerIdentity, c: Clients) => Promise<void>): Promise<void> {
   const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'ec2.region': flags.region } });
   const { applyAwsEnvironment, createAwsClients, createFleetClients } = await import('../cloud/aws-clients.js');
   const { checkCredentialSources, preflightCredentials } = await import('../cloud/credentials.js');
@@ -174,7 +186,8 @@ async function withCloud(flags: CommonFlags, body: (config: Config, caller: Call
   }
 }
 
-function inventoryOptions(config: Config, c: Clients) {
+/** What `gatherInventory` and `gatherFleet` read, from the compiled config. */
+export function inventoryOptions(config: Config, c: Clients) {
   const f = config.fleet;
   return {
     ec2: c.ec2,
@@ -185,6 +198,7 @@ function inventoryOptions(config: Config, c: Clients) {
     bucket: f.bucket,
     queuePrefix: f.queue_prefix,
     secretsPrefix: f.secrets_prefix,
+    staleTeardownMinutes: f.stale_teardown_minutes,
     prices: { prices: f.prices, ...(f.price_per_hour !== undefined ? { pricePerHour: f.price_per_hour } : {}) },
   };
 }

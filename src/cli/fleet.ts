@@ -18,7 +18,7 @@ interface WorkerFlags {
 const FLEET_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function registerFleetCommands(program: Command): void {
-  const fleet = program.command('fleet').description('Fleet mode (`ct run eval --fleet`): the commands workers run.');
+  const fleet = program.command('fleet').description('Fleet mode (`ct run eval --fleet`): the commands workers run, and discarding a fleet.');
   fleet
     .command('worker')
     .description(
@@ -49,6 +49,30 @@ export function registerFleetCommands(program: Command): void {
     )
     .action(async (flags: WorkerFlags) => {
       process.exitCode = await workerCommand(flags);
+    });
+  fleet
+    .command('discard')
+    .description("Remove a fleet's SQS queues and SSM secrets (its results in S3 stay unless --delete-results): one nobody runs any more, such as an abandoned fleet.")
+    .argument('<fleet-id>', 'the fleet to discard (`ct cloud status` lists fleets and marks abandoned ones)')
+    .option('--delete-results', 'also delete every object under s3://<fleet.bucket>/<fleet id>/ (manifest, results, worker logs)')
+    .option('-y, --yes', 'discard without asking (required without a terminal)')
+    .option('--region <region>', 'AWS region of the fleet (default: ec2.region, CT_EC2_REGION, us-east-1)')
+    .option('--json', 'print one JSON object: {"fleetId", "state", "removed": [...], "failed": [...], "results": "kept" | "deleted" | "none", ...}')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  ct fleet discard 3f9c0d6a1b2c3d4e\n  ct fleet discard 3f9c0d6a1b2c3d4e --delete-results --yes --region us-west-2\n' +
+        '\nShows the fleet (finished, abandoned or unfinished; jobs without a result) and what will be removed, then asks.\n' +
+        'Without a terminal, pass --yes (else exit 2). Any user\'s fleet can be discarded by its id; its owner is shown.\n' +
+        'Refused (exit 2, nothing removed): an id with no queues, no objects and no secrets, and a fleet with a live\n' +
+        'worker instance (it may still be running: stop its controller, or terminate its workers first). A fleet that made\n' +
+        'progress within fleet.stale_teardown_minutes is discarded with a warning: a controller with local or external\n' +
+        'workers may still be running it. `ct cloud cleanup` offers every abandoned fleet of yours the same way.\n' +
+        'Exit 1 when something could not be removed.\n',
+    )
+    .action(async (id: string, flags: import('./fleet-discard.js').DiscardFlags) => {
+      if (!FLEET_ID.test(id)) throw new ConfigError(`fleet id ${JSON.stringify(id)}: expected up to 64 of A-Z a-z 0-9 _ -`);
+      const { discardCommand } = await import('./fleet-discard.js');
+      process.exitCode = await discardCommand(id, flags);
     });
 }
 

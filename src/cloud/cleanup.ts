@@ -4,26 +4,32 @@
  *   and any ct instance older than `fleet.instance_max_hours` (past every hard timeout; a sandbox
  *   kept with --keep-ec2-instance excepted);
  * - the queues and SSM secret parameters of finished fleets (results in S3 stay);
+ * - the queues and SSM secret parameters of abandoned fleets (see inventory.ts), and with
+ *   `deleteResults` every object under their `{fleet_id}/` in the bucket;
  * - security groups tagged ManagedBy=ct that no live instance uses once the above are gone.
  * Without `allUsers` only the caller's are judged: instances tagged LaunchedBy=caller, and fleets
  * owned by the caller (see inventory.ts). Resources without ManagedBy=ct are never listed.
  */
 import { DeleteSecurityGroupCommand, DescribeInstancesCommand, TerminateInstancesCommand, type EC2Client } from '@aws-sdk/client-ec2';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { DeleteQueueCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { DeleteParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { awsErrorName, cloudError } from '../errors.js';
+import { deleteFleetObjects } from '../fleet/delete-fleet-objects.js';
 import { sleep } from '../host/backoff.js';
-import { isLive, type CloudInstance, type Inventory } from './inventory.js';
+import { isLive, type CloudInstance, type FleetView, type Inventory } from './inventory.js';
 
-export type LeftoverKind = 'instance' | 'queue' | 'parameter' | 'security-group';
+export type LeftoverKind = 'instance' | 'queue' | 'parameter' | 'security-group' | 'results';
 
 export interface Leftover {
   kind: LeftoverKind;
-  /** Instance id, queue URL, parameter name or group id. */
+  /** Instance id, queue URL, parameter name, group id, or `s3://bucket/{fleet_id}/` for a fleet's results. */
   id: string;
   /** Shown to the user: name, fleet, owner. */
   label: string;
   reason: string;
+  /** The fleet it belongs to (queues, parameters, results). */
+  fleetId?: string;
 }
 
 /** SSM takes at most 10 names per DeleteParameters call; EC2 up to 1000 ids per TerminateInstances (we use 100). */
@@ -34,8 +40,18 @@ const INSTANCE_BATCH = 100;
 const RELEASE_WAIT_MS = 180_000;
 const RELEASE_POLL_MS = 5_000;
 
+export interface CleanupOptions {
+  caller: string;
+  allUsers: boolean;
+  /** fleet.instance_max_hours. */
+  instanceMaxHours: number;
+  /** Also remove abandoned fleets' results (every object under `{fleet_id}/` in `bucket`). */
+  deleteResults: boolean;
+  bucket: string;
+}
+
 /** The leftovers `caller` may remove (every user's with `allUsers`). */
-export function planCleanup(inv: Inventory, o: { caller: string; allUsers: boolean; instanceMaxHours: number }): Leftover[] {
+export function planCleanup(inv: Inventory, o: CleanupOptions): Leftover[] {
   const mine = (i: CloudInstance) => o.allUsers || i.launchedBy === o.caller;
   const out: Leftover[] = [];
   const doomed = new Set<string>();
@@ -52,9 +68,13 @@ export function planCleanup(inv: Inventory, o: { caller: string; allUsers: boole
       else if (unknownFleet) instance(i, `fleet ${f.fleetId} has no queues and no manifest`);
       else if (i.ageSeconds > maxSeconds) instance(i, `running ${hours(i.ageSeconds)} h, past the ${o.instanceMaxHours} h limit (fleet.instance_max_hours)`);
     }
-    if (!ownedByCaller || !f.finished) continue;
-    for (const q of f.queues) out.push({ kind: 'queue', id: q.url, label: q.name, reason: `fleet ${f.fleetId} is finished` });
-    for (const p of f.secrets) out.push({ kind: 'parameter', id: p, label: p, reason: `secret of finished fleet ${f.fleetId}` });
+    if (!ownedByCaller) continue;
+    if (f.finished) {
+      for (const q of f.queues) out.push({ kind: 'queue', id: q.url, label: q.name, reason: `fleet ${f.fleetId} is finished`, fleetId: f.fleetId });
+      for (const p of f.secrets) out.push({ kind: 'parameter', id: p, label: p, reason: `secret of finished fleet ${f.fleetId}`, fleetId: f.fleetId });
+    } else if (f.abandoned) {
+      out.push(...fleetLeftovers(f, abandonedReason(f), o));
+    }
   }
   for (const i of [...inv.sandboxes, ...inv.amiBuilders]) {
     if (!isLive(i) || !mine(i) || i.kept || i.ageSeconds <= maxSeconds) continue;
@@ -67,17 +87,34 @@ export function planCleanup(inv: Inventory, o: { caller: string; allUsers: boole
   return out;
 }
 
+/** Why an abandoned fleet is a leftover: "abandoned: no progress for N min, M job(s) unfinished". */
+export function abandonedReason(f: FleetView): string {
+  return `abandoned: no progress for ${Math.floor((f.idleSeconds ?? 0) / 60)} min, ${f.unfinished ?? 0} job(s) unfinished`;
+}
+
+/** What discarding a fleet removes: its queues and secrets, and with `deleteResults` its objects in the bucket. */
+export function fleetLeftovers(f: FleetView, reason: string, o: { deleteResults: boolean; bucket: string }): Leftover[] {
+  const out: Leftover[] = [];
+  for (const q of f.queues) out.push({ kind: 'queue', id: q.url, label: q.name, reason, fleetId: f.fleetId });
+  for (const p of f.secrets) out.push({ kind: 'parameter', id: p, label: p, reason, fleetId: f.fleetId });
+  if (o.deleteResults && f.objects > 0) {
+    const url = `s3://${o.bucket}/${f.fleetId}/`;
+    out.push({ kind: 'results', id: url, label: `${url} (${f.objects} object(s), ${f.results} result(s))`, reason, fleetId: f.fleetId });
+  }
+  return out;
+}
+
 export interface CleanupResult {
   removed: Leftover[];
   /** Leftovers that could not be removed, with AWS's reason. */
   failed: Array<Leftover & { error: string }>;
 }
 
-/** Removes the leftovers: instances first (then waits until they let go of their groups), queues, parameters, groups. */
+/** Removes the leftovers: instances first (then waits until they let go of their groups), queues, parameters, results, groups. */
 export async function applyCleanup(
   leftovers: Leftover[],
-  c: { ec2: EC2Client; sqs: SQSClient; ssm: SSMClient },
-  o: { releasePollMs?: number } = {},
+  c: { ec2: EC2Client; sqs: SQSClient; ssm: SSMClient; s3: S3Client },
+  o: { bucket: string; releasePollMs?: number },
 ): Promise<CleanupResult> {
   const result: CleanupResult = { removed: [], failed: [] };
   const fail = (l: Leftover, e: unknown) => result.failed.push({ ...l, error: `${awsErrorName(e) || 'error'}: ${(e as Error).message}` });
@@ -110,6 +147,15 @@ export async function applyCleanup(
       result.removed.push(...batch);
     } catch (e) {
       for (const l of batch) fail(l, e);
+    }
+  }
+  // After the queues: no worker is left to store a result once its queue is gone.
+  for (const r of byKind('results')) {
+    try {
+      await deleteFleetObjects(c.s3, o.bucket, r.fleetId!);
+      result.removed.push(r);
+    } catch (e) {
+      fail(r, e);
     }
   }
   const groups = byKind('security-group');

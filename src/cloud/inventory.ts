@@ -11,13 +11,22 @@
  * - finished fleet: every job of its manifest has a result or is in the dead-letter queue, or
  *   there is no manifest and no live instance (nothing can finish it). Its queues, secrets and
  *   workers are leftovers; its results stay.
+ * - progress: the newest LastModified of any object under `{fleet_id}/` (manifest, results,
+ *   worker logs), or when there is none, the newest CreatedTimestamp / LastModifiedTimestamp of
+ *   its queues.
+ * - abandoned fleet: unfinished (it has a manifest whose jobs results and dead letters do not
+ *   cover), still holding queues or secrets, no live instance, and no progress for
+ *   `fleet.stale_teardown_minutes`. A controller stops itself after that long without progress,
+ *   so none is running it: its queues and secrets are leftovers; its results stay unless asked.
  * - live instance: pending, running, stopping or stopped (it still costs money or may restart).
  */
-import { DescribeInstancesCommand, DescribeSecurityGroupsCommand, type EC2Client, type Instance } from '@aws-sdk/client-ec2';
+import { DescribeInstancesCommand, DescribeSecurityGroupsCommand, type EC2Client, type Filter, type Instance } from '@aws-sdk/client-ec2';
 import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
-import { GetQueueAttributesCommand, ListQueueTagsCommand, ListQueuesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, GetQueueUrlCommand, ListQueueTagsCommand, ListQueuesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { GetParametersByPathCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { awsErrorName, cloudError } from '../errors.js';
+import { fleetNames, fleetOfQueue, jobIdOfKey, type FleetNames } from '../fleet/protocol.js';
+import { fleetSecretsPath } from '../fleet/secrets.js';
 import { instancePrice, type PriceOptions } from './prices.js';
 import { MANAGED_BY, TAGS, tagValue } from './tags.js';
 
@@ -65,9 +74,19 @@ export interface FleetView {
   jobs?: number;
   /** Results stored so far. */
   results: number;
+  /** Jobs of its manifest without a result (undefined without a manifest). */
+  unfinished?: number;
+  /** Objects under `{fleet_id}/` in the bucket (manifest, results, worker logs). */
+  objects: number;
+  /** ISO time of its last progress (see the glossary); undefined when it has neither objects nor queues. */
+  lastProgress?: string;
+  /** Seconds since lastProgress. */
+  idleSeconds?: number;
   /** SSM parameter names holding its secrets. */
   secrets: string[];
   finished: boolean;
+  /** Unfinished, holding queues or secrets, no live instance, no progress for fleet.stale_teardown_minutes. */
+  abandoned: boolean;
   costSoFar: number;
 }
 
@@ -95,6 +114,8 @@ export interface InventoryOptions {
   bucket: string;
   queuePrefix: string;
   secretsPrefix: string;
+  /** fleet.stale_teardown_minutes: an unfinished fleet without progress for this long and no live instance is abandoned. */
+  staleTeardownMinutes: number;
   prices: Omit<PriceOptions, 'region' | 'spot'>;
   now?: number;
 }
@@ -111,26 +132,7 @@ export async function gatherInventory(o: InventoryOptions): Promise<Inventory> {
   for (const i of ours) if (i.fleetId) ids.add(i.fleetId);
   const fleets: FleetView[] = [];
   for (const fleetId of [...ids].sort()) {
-    const qs = queues.get(fleetId) ?? [];
-    const instances = ours.filter((i) => i.fleetId === fleetId);
-    const counts = await queueCounts(o.sqs, qs);
-    const owners = new Set(instances.map((i) => i.launchedBy).filter((x): x is string => Boolean(x)));
-    if (owners.size === 0) for (const owner of await queueOwners(o.sqs, qs)) owners.add(owner);
-    const { jobs, results } = await fleetResults(o.s3, o.bucket, fleetId);
-    const live = instances.filter((i) => LIVE_STATES.has(i.state));
-    const finished = jobs !== undefined ? results + counts.dlq >= jobs : live.length === 0;
-    fleets.push({
-      fleetId,
-      owners: [...owners].sort(),
-      instances,
-      queues: qs,
-      counts,
-      ...(jobs !== undefined ? { jobs } : {}),
-      results,
-      secrets: secrets.get(fleetId) ?? [],
-      finished,
-      costSoFar: live.reduce((sum, i) => sum + (i.costSoFar ?? 0), 0),
-    });
+    fleets.push(await fleetView(o, now, fleetId, ours.filter((i) => i.fleetId === fleetId), queues.get(fleetId) ?? [], secrets.get(fleetId) ?? []));
   }
   // An instance still shutting down holds its groups too (deleting one fails until it is terminated).
   const holding = all.filter((i) => i.State?.Name !== 'terminated');
@@ -144,6 +146,61 @@ export async function gatherInventory(o: InventoryOptions): Promise<Inventory> {
       ...g,
       usedBy: holding.filter((i) => (i.SecurityGroups ?? []).some((s) => s.GroupId === g.id)).map((i) => i.InstanceId!),
     })),
+  };
+}
+
+/** One fleet, read by its id alone (`ct fleet discard`): the same view `gatherInventory` gives it, whoever owns it. */
+export async function gatherFleet(o: InventoryOptions, fleetId: string): Promise<FleetView> {
+  const now = o.now ?? Date.now();
+  const names = fleetNames(fleetId, o.queuePrefix);
+  const tagged = await describeInstances(o.ec2, [
+    { Name: `tag:${TAGS.fleetId}`, Values: [fleetId] },
+    { Name: `tag:${TAGS.managedBy}`, Values: [MANAGED_BY] },
+  ]);
+  const queues: FleetQueue[] = [];
+  for (const [role, name] of [['work', names.workQueue], ['done', names.doneQueue], ['dlq', names.deadLetterQueue]] as const) {
+    try {
+      queues.push({ name, url: (await o.sqs.send(new GetQueueUrlCommand({ QueueName: name }))).QueueUrl!, role });
+    } catch (e) {
+      if (awsErrorName(e) !== 'QueueDoesNotExist') throw cloudError(e, `looking up queue ${name}`);
+    }
+  }
+  const secrets = await parametersUnder(o.ssm, fleetSecretsPath(o.secretsPrefix, fleetId));
+  return fleetView(o, now, fleetId, tagged.map((i) => toCloudInstance(i, now, o)), queues, secrets);
+}
+
+/** A fleet's view from its instances, queues and secrets, with its counts, results and progress read from SQS and S3. */
+async function fleetView(o: InventoryOptions, now: number, fleetId: string, instances: CloudInstance[], qs: FleetQueue[], secrets: string[]): Promise<FleetView> {
+  const { counts, changed } = await queueState(o.sqs, qs);
+  const owners = new Set(instances.map((i) => i.launchedBy).filter((x): x is string => Boolean(x)));
+  if (owners.size === 0) for (const owner of await queueOwners(o.sqs, qs)) owners.add(owner);
+  const stored = await fleetObjects(o.s3, o.bucket, fleetId, protocolNames(fleetId, o.queuePrefix));
+  const live = instances.filter((i) => LIVE_STATES.has(i.state));
+  const unfinished = stored.jobIds?.filter((id) => !stored.results.has(id)).length;
+  const finished = unfinished !== undefined ? unfinished <= counts.dlq : live.length === 0;
+  const progress = stored.newest ?? changed;
+  const idleSeconds = progress !== undefined ? Math.max(0, Math.floor((now - progress) / 1000)) : undefined;
+  const abandoned =
+    !finished &&
+    unfinished !== undefined &&
+    live.length === 0 &&
+    (qs.length > 0 || secrets.length > 0) &&
+    idleSeconds !== undefined &&
+    idleSeconds >= o.staleTeardownMinutes * 60;
+  return {
+    fleetId,
+    owners: [...owners].sort(),
+    instances,
+    queues: qs,
+    counts,
+    ...(stored.jobIds ? { jobs: stored.jobIds.length, unfinished } : {}),
+    results: stored.results.size,
+    objects: stored.objects,
+    ...(progress !== undefined ? { lastProgress: new Date(progress).toISOString(), idleSeconds } : {}),
+    secrets,
+    finished,
+    abandoned,
+    costSoFar: live.reduce((sum, i) => sum + (i.costSoFar ?? 0), 0),
   };
 }
 
@@ -185,14 +242,14 @@ function toCloudInstance(i: Instance, now: number, o: InventoryOptions): CloudIn
   };
 }
 
-/** Every instance in the region, any state (security groups in use are judged against all of them). */
-async function describeInstances(ec2: EC2Client): Promise<Instance[]> {
+/** Every instance in the region (those `Filters` select), any state (security groups in use are judged against all of them). */
+async function describeInstances(ec2: EC2Client, Filters?: Filter[]): Promise<Instance[]> {
   const out: Instance[] = [];
   let NextToken: string | undefined;
   do {
     let r;
     try {
-      r = await ec2.send(new DescribeInstancesCommand({ NextToken }));
+      r = await ec2.send(new DescribeInstancesCommand({ NextToken, ...(Filters ? { Filters } : {}) }));
     } catch (e) {
       throw cloudError(e, 'listing EC2 instances');
     }
@@ -201,8 +258,6 @@ async function describeInstances(ec2: EC2Client): Promise<Instance[]> {
   } while (NextToken);
   return out;
 }
-
-const QUEUE_ROLE = /^(.+)-(work|done|dlq)$/;
 
 /** The fleet queues by fleet id: names `<prefix><fleet id>-work|-done|-dlq`. */
 async function listFleetQueues(sqs: SQSClient, prefix: string): Promise<Map<string, FleetQueue[]>> {
@@ -217,33 +272,37 @@ async function listFleetQueues(sqs: SQSClient, prefix: string): Promise<Map<stri
     }
     for (const url of r.QueueUrls ?? []) {
       const name = url.split('/').pop()!;
-      if (!name.startsWith(prefix)) continue;
-      const m = QUEUE_ROLE.exec(name.slice(prefix.length));
-      if (!m) continue;
-      const list = out.get(m[1]!) ?? [];
-      list.push({ name, url, role: m[2] as FleetQueue['role'] });
-      out.set(m[1]!, list);
+      const of = fleetOfQueue(name, prefix);
+      if (!of) continue;
+      out.set(of.fleetId, [...(out.get(of.fleetId) ?? []), { name, url, role: of.role }]);
     }
     NextToken = r.NextToken;
   } while (NextToken);
   return out;
 }
 
-async function queueCounts(sqs: SQSClient, qs: FleetQueue[]): Promise<FleetView['counts']> {
+/** Message counts of the work queue and the DLQ, and when either was last created or changed (epoch ms; undefined without queues). */
+async function queueState(sqs: SQSClient, qs: FleetQueue[]): Promise<{ counts: FleetView['counts']; changed?: number }> {
   const counts = { visible: 0, inFlight: 0, dlq: 0 };
+  let changed: number | undefined;
   for (const q of qs) {
     if (q.role === 'done') continue;
     let a: Record<string, string> | undefined;
     try {
       a = (
         await sqs.send(
-          new GetQueueAttributesCommand({ QueueUrl: q.url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+          new GetQueueAttributesCommand({
+            QueueUrl: q.url,
+            AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'CreatedTimestamp', 'LastModifiedTimestamp'],
+          }),
         )
       ).Attributes;
     } catch (e) {
       if (awsErrorName(e) === 'QueueDoesNotExist') continue;
       throw cloudError(e, `reading queue ${q.name}`);
     }
+    // Epoch seconds.
+    for (const t of [a?.CreatedTimestamp, a?.LastModifiedTimestamp]) if (t && Number(t) > 0) changed = Math.max(changed ?? 0, Number(t) * 1000);
     const visible = Number(a?.ApproximateNumberOfMessages ?? 0);
     if (q.role === 'dlq') counts.dlq += visible + Number(a?.ApproximateNumberOfMessagesNotVisible ?? 0);
     else {
@@ -251,7 +310,7 @@ async function queueCounts(sqs: SQSClient, qs: FleetQueue[]): Promise<FleetView[
       counts.inFlight += Number(a?.ApproximateNumberOfMessagesNotVisible ?? 0);
     }
   }
-  return counts;
+  return { counts, ...(changed !== undefined ? { changed } : {}) };
 }
 
 /** LaunchedBy tags on a fleet's queues (set by controllers that know their caller). */
@@ -269,52 +328,83 @@ async function queueOwners(sqs: SQSClient, qs: FleetQueue[]): Promise<string[]> 
   return [...owners];
 }
 
-/** The manifest's job count and the results stored so far (a missing bucket or manifest: none). */
-async function fleetResults(s3: S3Client, bucket: string, fleetId: string): Promise<{ jobs?: number; results: number }> {
-  let jobs: number | undefined;
+interface FleetObjects {
+  /** The manifest's job ids (undefined without a readable manifest). */
+  jobIds?: string[];
+  /** Job ids with a stored result. */
+  results: Set<string>;
+  objects: number;
+  /** The newest LastModified (epoch ms) under the fleet's prefix. */
+  newest?: number;
+}
+
+/** The protocol's names for a fleet id, or undefined for an id no fleet can have (a FleetId tag or SSM path set by hand). */
+function protocolNames(fleetId: string, queuePrefix: string): FleetNames | undefined {
   try {
-    const r = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: `${fleetId}/manifest.json` }));
-    const manifest = JSON.parse(await r.Body!.transformToString()) as { jobs?: unknown[] };
-    if (Array.isArray(manifest.jobs)) jobs = manifest.jobs.length;
-  } catch (e) {
-    if (!/^(NoSuchKey|NoSuchBucket|NotFound)$/.test(awsErrorName(e)) && !(e instanceof SyntaxError)) throw cloudError(e, `reading s3://${bucket}/${fleetId}/manifest.json`);
+    return fleetNames(fleetId, queuePrefix);
+  } catch {
+    return undefined;
   }
-  let results = 0;
+}
+
+/** The fleet's manifest and every object under `{fleet_id}/` (a missing bucket or manifest: none). */
+async function fleetObjects(s3: S3Client, bucket: string, fleetId: string, names: FleetNames | undefined): Promise<FleetObjects> {
+  if (!names) return { results: new Set(), objects: 0 };
+  let jobIds: string[] | undefined;
+  try {
+    const r = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: names.manifestKey }));
+    const manifest = JSON.parse(await r.Body!.transformToString()) as { jobs?: unknown[] };
+    if (Array.isArray(manifest.jobs)) jobIds = manifest.jobs.map((j, i) => (j && typeof j === 'object' && typeof (j as { job_id?: unknown }).job_id === 'string' ? (j as { job_id: string }).job_id : `#${i}`));
+  } catch (e) {
+    if (!/^(NoSuchKey|NoSuchBucket|NotFound)$/.test(awsErrorName(e)) && !(e instanceof SyntaxError)) throw cloudError(e, `reading s3://${bucket}/${names.manifestKey}`);
+  }
+  const out: FleetObjects = { ...(jobIds ? { jobIds } : {}), results: new Set(), objects: 0 };
   let ContinuationToken: string | undefined;
   do {
     let r;
     try {
-      // Results are the .eval objects directly under the prefix; logs/ is one common prefix.
-      r = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${fleetId}/`, Delimiter: '/', ContinuationToken }));
+      r = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: names.resultPrefix, ContinuationToken }));
     } catch (e) {
       if (awsErrorName(e) === 'NoSuchBucket') break;
-      throw cloudError(e, `listing s3://${bucket}/${fleetId}/`);
+      throw cloudError(e, `listing s3://${bucket}/${names.resultPrefix}`);
     }
-    results += (r.Contents ?? []).filter((c) => c.Key?.endsWith('.eval')).length;
+    for (const c of r.Contents ?? []) {
+      out.objects++;
+      const job = c.Key ? jobIdOfKey(fleetId, c.Key) : undefined;
+      if (job !== undefined) out.results.add(job);
+      if (c.LastModified) out.newest = Math.max(out.newest ?? 0, new Date(c.LastModified).getTime());
+    }
     ContinuationToken = r.NextContinuationToken;
   } while (ContinuationToken);
-  return { ...(jobs !== undefined ? { jobs } : {}), results };
+  return out;
 }
 
 /** Secret parameter names by fleet id, from `<prefix><fleet id>/NAME`. */
 async function listFleetSecrets(ssm: SSMClient, prefix: string): Promise<Map<string, string[]>> {
   const base = `${prefix.startsWith('/') ? '' : '/'}${prefix}${prefix.endsWith('/') ? '' : '/'}`;
   const out = new Map<string, string[]>();
+  for (const name of await parametersUnder(ssm, base)) {
+    const rest = name.slice(base.length);
+    const slash = rest.indexOf('/');
+    if (slash <= 0) continue;
+    const id = rest.slice(0, slash);
+    out.set(id, [...(out.get(id) ?? []), name]);
+  }
+  return out;
+}
+
+/** Names of the parameters under an SSM path (ending in `/`), at any depth. */
+async function parametersUnder(ssm: SSMClient, path: string): Promise<string[]> {
+  const out: string[] = [];
   let NextToken: string | undefined;
   do {
     let r;
     try {
-      r = await ssm.send(new GetParametersByPathCommand({ Path: base, Recursive: true, NextToken }));
+      r = await ssm.send(new GetParametersByPathCommand({ Path: path, Recursive: true, NextToken }));
     } catch (e) {
-      throw cloudError(e, `listing SSM parameters under ${base}`);
+      throw cloudError(e, `listing SSM parameters under ${path}`);
     }
-    for (const p of r.Parameters ?? []) {
-      const rest = p.Name?.slice(base.length) ?? '';
-      const slash = rest.indexOf('/');
-      if (slash <= 0) continue;
-      const id = rest.slice(0, slash);
-      out.set(id, [...(out.get(id) ?? []), p.Name!]);
-    }
+    for (const p of r.Parameters ?? []) if (p.Name) out.push(p.Name);
     NextToken = r.NextToken;
   } while (NextToken);
   return out;

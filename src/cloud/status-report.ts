@@ -48,12 +48,14 @@ export function formatStatus(r: StatusReport): string {
   if (r.fleets.length === 0) lines.push('fleets: none');
   for (const f of r.fleets) {
     const results = f.jobs !== undefined ? `${f.results}/${f.jobs}` : `${f.results}`;
+    const state = f.finished ? ' [finished]' : f.abandoned ? ` [abandoned: no progress for ${age(f.idleSeconds ?? 0)}, ${f.unfinished} job(s) without a result]` : '';
     lines.push(
-      `fleet ${f.fleetId}${f.owners.length ? ` (${f.owners.join(', ')})` : ''}${f.finished ? ' [finished]' : ''}: ` +
+      `fleet ${f.fleetId}${f.owners.length ? ` (${f.owners.join(', ')})` : ''}${state}: ` +
         `${f.workers.length} worker(s); queue ${f.counts.visible} visible / ${f.counts.inFlight} in flight / ${f.counts.dlq} DLQ; ` +
         `results ${results}; cost so far $${f.costSoFar.toFixed(2)}`,
     );
     for (const w of f.workers) lines.push(`  ${instanceLine(w, r.allUsers)}`);
+    if (f.abandoned) lines.push(`  discard its queues and secrets (results kept): ct fleet discard ${f.fleetId}, or ct cloud cleanup --yes`);
   }
   lines.push(r.sandboxes.length ? 'sandboxes:' : 'sandboxes: none');
   for (const i of r.sandboxes) lines.push(`  ${instanceLine(i, r.allUsers)}`);

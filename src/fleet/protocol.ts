@@ -313,3 +313,18 @@ export function errorMarkerOfKey(fleetId: string, key: string): { kind: ErrorMar
   const m = key.startsWith(`${fleetId}/errors/`) ? /^(dead|sample)\/([A-Za-z0-9._-]+)\.json$/.exec(key.slice(fleetId.length + 8)) : null;
   return m ? { kind: m[1] as ErrorMarker['kind'], jobId: m[2]! } : undefined;
 }
+
+/** The fleet and role a queue name belongs to (the inverse of `fleetNames`), or undefined for any other queue. */
+export function fleetOfQueue(name: string, queuePrefix: string): { fleetId: string; role: 'work' | 'done' | 'dlq' } | undefined {
+  const dash = name.lastIndexOf('-');
+  if (!name.startsWith(queuePrefix) || dash <= queuePrefix.length) return undefined;
+  const fleetId = name.slice(queuePrefix.length, dash);
+  let names: FleetNames;
+  try {
+    names = fleetNames(fleetId, queuePrefix);
+  } catch {
+    return undefined;
+  }
+  const role = name === names.workQueue ? 'work' : name === names.doneQueue ? 'done' : name === names.deadLetterQueue ? 'dlq' : undefined;
+  return role ? { fleetId, role } : undefined;
+}

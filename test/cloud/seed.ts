@@ -68,6 +68,44 @@ export interface Seeded {
   groups: Record<string, string>;
 }
 
+export interface FleetSeed {
+  /** Jobs j0.. in the manifest (no manifest when absent). */
+  jobs?: number;
+  /** Results of j0.. stored. */
+  results?: number;
+  /** Messages on the work queue. */
+  queued?: number;
+  queueTags?: Record<string, string>;
+  /** An ANTHROPIC_API_KEY parameter under /linuxbench/fleet/<id>/. */
+  secret?: boolean;
+}
+
+/** One fleet as a controller and its workers leave it: queues, manifest, results, a worker log, a secret (the bucket must exist). */
+export async function seedFleet(moto: Moto, id: string, o: FleetSeed): Promise<void> {
+  const cfg = clientConfig(moto);
+  const sqs = new SQSClient(cfg);
+  const s3 = new S3Client({ ...cfg, forcePathStyle: true });
+  const ssm = new SSMClient(cfg);
+  try {
+    const urls: string[] = [];
+    for (const role of ['work', 'done', 'dlq']) {
+      urls.push((await sqs.send(new CreateQueueCommand({ QueueName: `lb-fleet-${id}-${role}`, ...(o.queueTags ? { tags: o.queueTags } : {}) }))).QueueUrl!);
+    }
+    for (let i = 0; i < (o.queued ?? 0); i++) await sqs.send(new SendMessageCommand({ QueueUrl: urls[0], MessageBody: JSON.stringify({ job_id: `j${i}` }) }));
+    if (o.jobs !== undefined) {
+      const jobs = Array.from({ length: o.jobs }, (_, i) => ({ job_id: `j${i}` }));
+      await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${id}/manifest.json`, Body: JSON.stringify({ fleet_id: id, jobs }) }));
+    }
+    for (let i = 0; i < (o.results ?? 0); i++) await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${id}/j${i}.eval`, Body: 'zip' }));
+    await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${id}/logs/w1-worker.log`, Body: 'log' }));
+    if (o.secret) await ssm.send(new PutParameterCommand({ Name: `/linuxbench/fleet/${id}/ANTHROPIC_API_KEY`, Value: 'sk-fake', Type: 'SecureString' }));
+  } finally {
+    sqs.destroy();
+    s3.destroy();
+    ssm.destroy();
+  }
+}
+
 const tags = (t: Record<string, string>): Tag[] => Object.entries(t).map(([Key, Value]) => ({ Key, Value }));
 
 /**
@@ -83,7 +121,6 @@ export async function seed(moto: Moto): Promise<Seeded> {
   const ec2 = new EC2Client(cfg);
   const sqs = new SQSClient(cfg);
   const s3 = new S3Client({ ...cfg, forcePathStyle: true });
-  const ssm = new SSMClient(cfg);
   try {
     const image = (await ec2.send(new DescribeImagesCommand({}))).Images![0]!.ImageId!;
     const group = async (name: string, managed: boolean) =>
@@ -132,20 +169,7 @@ export async function seed(moto: Moto): Promise<Seeded> {
     await launch('untagged', {}, groups.foreign);
 
     await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
-    const fleet = async (id: string, o: { jobs?: number; results?: number; queued?: number; queueTags?: Record<string, string>; secret?: boolean }) => {
-      const urls: string[] = [];
-      for (const role of ['work', 'done', 'dlq']) {
-        urls.push((await sqs.send(new CreateQueueCommand({ QueueName: `lb-fleet-${id}-${role}`, ...(o.queueTags ? { tags: o.queueTags } : {}) }))).QueueUrl!);
-      }
-      for (let i = 0; i < (o.queued ?? 0); i++) await sqs.send(new SendMessageCommand({ QueueUrl: urls[0], MessageBody: JSON.stringify({ job_id: `j${i}` }) }));
-      if (o.jobs !== undefined) {
-        const jobs = Array.from({ length: o.jobs }, (_, i) => ({ job_id: `j${i}` }));
-        await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${id}/manifest.json`, Body: JSON.stringify({ fleet_id: id, jobs }) }));
-      }
-      for (let i = 0; i < (o.results ?? 0); i++) await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${id}/j${i}.eval`, Body: 'zip' }));
-      await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${id}/logs/w1-worker.log`, Body: 'log' }));
-      if (o.secret) await ssm.send(new PutParameterCommand({ Name: `/linuxbench/fleet/${id}/ANTHROPIC_API_KEY`, Value: 'sk-fake', Type: 'SecureString' }));
-    };
+    const fleet = (id: string, o: FleetSeed) => seedFleet(moto, id, o);
     await fleet('alive1', { jobs: 5, results: 1, queued: 3, secret: true });
     await fleet('done1', { jobs: 2, results: 2, secret: true });
     await fleet('tagged1', { queueTags: { LaunchedBy: 'alice', ManagedBy: 'ct' } });
@@ -157,6 +181,5 @@ export async function seed(moto: Moto): Promise<Seeded> {
     ec2.destroy();
     sqs.destroy();
     s3.destroy();
-    ssm.destroy();
   }
 }
