@@ -76,7 +76,8 @@ function inProcessLauncher(w: ReturnType<typeof world>, fleetId: string, start =
   const stops: AbortController[] = [];
   let started = 0;
   const launcher: FleetLauncher = {
-    kind: 'local',
+    // Without workers of its own it is an external fleet: nobody to count or replace.
+    kind: start ? 'local' : 'external',
     async start(n: number) {
       if (!start) return 0;
       for (let i = 0; i < n; i++) {
@@ -101,7 +102,7 @@ function inProcessLauncher(w: ReturnType<typeof world>, fleetId: string, start =
       return n;
     },
     async alive() {
-      return runs.length;
+      return start ? runs.length : undefined;
     },
     async stopAll() {
       stops.forEach((s) => s.abort());
