@@ -219,7 +219,8 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       done: done.size,
       failed: deadBefore + dead.length,
       inFlight: Math.min(inFlight, ids.size - done.size),
-      workers: o.launcher.kind === 'external' ? (reporters.size ? recentReporters() : undefined) : liveWorkers,
+      // External workers are known by their reports: those heard from lately.
+      workers: o.launcher.kind === 'external' ? recentReporters() : liveWorkers,
       cost: ((workerSeconds + ((liveWorkers ?? 0) * (Date.now() - workerStart)) / 1000) * o.pricePerWorkerHour) / 3600,
     });
   show();

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,8 +10,15 @@ import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
+import { runPython } from '../helpers/python.js';
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
+
+/** The log's run times as inspect_ai reads them. */
+async function runTimes(path: string): Promise<{ started_at: string; completed_at: string }> {
+  const script = 'import json, sys\nfrom inspect_ai.log import read_eval_log\nl = read_eval_log(json.load(sys.stdin), header_only=True)\nprint(json.dumps({"started_at": l.stats.started_at, "completed_at": l.stats.completed_at}))\n';
+  return (await runPython(script, path)) as { started_at: string; completed_at: string };
+}
 /** 2 samples x 10 epochs = 20 jobs of the example notes_app environment, replayed. */
 const RUN = ['run', 'eval', '--fleet', '--workers', 'local:2', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '10', '--max-samples', '2'];
 
@@ -34,7 +42,7 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /20 job\(s\) enqueued, 2 worker\(s\) launched/);
     assert.match(r.stdout, /success: 20 sample\(s\); main task 10\/20 \(50%\)/);
-    assert.match(r.stderr, /\[20\/20\] done 20, failed 0, in flight \d+, workers \d, elapsed \d+:\d\d, cost \$0\.00/, 'periodic lines when not a TTY');
+    assert.match(r.stderr, /\[20\/20\] done 20, failed 0, in flight 0, workers \d, elapsed \d+:\d\d, cost \$0\.00/, 'periodic lines when not a TTY; nothing in flight at the end');
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.equal(log!.status, 'success');
     const keys = log!.samples.map((s) => `${s.id}#${s.epoch}`);
@@ -59,13 +67,17 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     assert.deepEqual(ctProjects('create-greeting').concat(ctProjects('fix-config')), [], 'no sandbox left');
   });
 
-  test('the same command again resumes with nothing left to do: enqueues 0, launches 0, same one log', async () => {
+  test('the same command again resumes with nothing left to do: enqueues 0, launches 0, same one log, same run times', async () => {
     const before = readdirSync(logDir).filter((f) => f.endsWith('.eval'));
+    const timesBefore = await runTimes(onlyLog(logDir));
     const r = await runCt([...RUN, '--log-dir', logDir, '--yes'], { cwd: dirs.work, env: fleetEnv(moto, dirs), timeoutMs: 120_000 });
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stderr, /20 job\(s\), 20 already finished, 0 to run/);
     assert.match(r.stdout, /0 job\(s\) enqueued, 0 worker\(s\) launched/);
     assert.deepEqual(readdirSync(logDir).filter((f) => f.endsWith('.eval')), before, 'the merged log is replaced, not added');
+    const timesAfter = await runTimes(onlyLog(logDir));
+    assert.deepEqual(timesAfter, timesBefore, "the run's start and end are its samples', not the resume's");
+    assert.ok(Date.parse(timesAfter.completed_at) - Date.parse(timesAfter.started_at) > 1000, JSON.stringify(timesAfter));
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.equal(log!.samples.length, 20);
   });
@@ -77,6 +89,18 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     assert.match(r.stderr, /6 job\(s\), 0 already finished, 6 to run/);
     assert.match(r.stderr, /workers: 2 \(local processes on this machine\), 2 sample\(s\) at once each/);
     assert.match(r.stderr, /estimated time: ~\d+ min; estimated cost: \$0\.00/);
+    assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
+  });
+
+  test('on a terminal, answering n at the prompt starts nothing: exit 1, nothing created', async () => {
+    await moto.reset();
+    const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+    const cmd = [process.execPath, join(REPO_ROOT, 'bin', 'ct.js'), ...RUN, '--log-dir', logDir].map(quote).join(' ');
+    // `script` gives the command a pseudo-terminal and types the answer into it.
+    const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { cwd: dirs.work, env: fleetEnv(moto, dirs), input: 'n\n', encoding: 'utf8', timeout: 120_000 });
+    assert.match(r.stdout, /Proceed\? \[y\/N\]/, r.stdout);
+    assert.match(r.stdout, /not started: nothing was created/);
+    assert.equal(r.status, 1, r.stdout);
     assert.deepEqual(await motoContents(moto), { queues: [], buckets: [], objects: [] });
   });
 
