@@ -211,3 +211,21 @@ export function isRetryable(err: unknown): boolean {
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/**
+ * How a sample ended, from the error it ended with (none: `ok`). The one rule every placement
+ * reads: `sample-error` — the sample's own failure, a result as in a local run (a scorer that
+ * crashed or said NOT_READY, a setup script that failed: a SampleError ct raised itself, with
+ * no cause); `no-result` — the attempt produced nothing to keep (the sandbox would not start, the
+ * policy threw, a cloud or model service failed): a fleet runs it again; `cancelled` — stopped
+ * by the user or the worker.
+ */
+export type SampleEnd = 'ok' | 'sample-error' | 'no-result' | 'cancelled';
+
+export function sampleEnd(error: unknown, cancelled: boolean): SampleEnd {
+  if (error === undefined) return 'ok';
+  if (cancelled) return 'cancelled';
+  if (error instanceof ScorerError) return 'sample-error';
+  if (error instanceof SampleError && error.cause === undefined) return 'sample-error';
+  return 'no-result';
+}

@@ -9,6 +9,8 @@ import {
   ScorerError,
   errorMessage,
   isRetryable,
+  sampleEnd,
+  type SampleEnd,
 } from '../errors.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
 import type { EvalError, EvalSample, Score } from '../log/types.js';
@@ -38,13 +40,19 @@ export interface RunSampleArgs {
    */
   signal: AbortSignal;
   onPhase?: (phase: SamplePhase) => void;
-  /** Told the error the sample ends with, whose class the log's message no longer carries (a fleet worker decides from it whether to retry). */
-  onError?: (error: unknown) => void;
   /**
    * Readies the sample's environment before its sandbox starts (image builds, once per
    * environment: `RunSession.prepareEnvironment`); a failure here is the sample's error.
    */
   prepare?: () => Promise<void>;
+}
+
+/** A finished sample and how it ended (`sampleEnd`: the one rule for what its error means). */
+export interface SampleOutcome {
+  sample: EvalSample;
+  end: SampleEnd;
+  /** The error's own message (the log's carries its class name too). */
+  reason?: string;
 }
 
 /** Where a sample is; reported to progress displays. */
@@ -90,7 +98,7 @@ async function untilAborted<T>(work: Promise<T> | undefined, signal: AbortSignal
  * sandbox init -> task setup -> policy -> liveness check -> scorers -> sandbox cleanup.
  * It never throws for a sample's own failures: they become `error` on the returned sample.
  */
-export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
+export async function runSample(args: RunSampleArgs): Promise<SampleOutcome> {
   const { sample, epoch, provider, policy, options, signal } = args;
   const t = new Transcript();
   const input = sample.mainTask.description;
@@ -106,6 +114,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
   let result: PolicyResult = {};
   const retries: EvalError[] = [];
   let phase: SamplePhase = 'starting';
+  let failure: unknown;
   const enter = (p: SamplePhase) => {
     // Every phase starts by checking the signal: a Ctrl-C that landed while the previous phase
     // finished must not let the sample go on into the next one.
@@ -141,7 +150,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
     // exec cut off by the teardown) is a cancellation, not a failure of the sandbox or sample.
     error = toEvalError(signal.aborted ? cancellation(signal, phase) : e);
     t.event({ event: 'error', error });
-    args.onError?.(e);
+    failure = e;
   } finally {
     if (sandboxes) {
       args.onPhase?.('cleanup');
@@ -152,7 +161,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
   }
   const completedAt = new Date();
   const lastAssistant = [...t.messages].reverse().find((m) => m.role === 'assistant');
-  return {
+  const evalSample: EvalSample = {
     id: sample.id,
     epoch,
     input,
@@ -180,6 +189,7 @@ export async function runSample(args: RunSampleArgs): Promise<EvalSample> {
     attachments: t.attachments,
     ...(result.limit ? { limit: { type: result.limit.type, limit: result.limit.limit, ...(result.limit.reason ? { reason: result.limit.reason } : {}) } } : {}),
   };
+  return { sample: evalSample, end: sampleEnd(failure, signal.aborted), ...(failure !== undefined ? { reason: errorMessage(failure) } : {}) };
 }
 
 async function startSandbox(args: RunSampleArgs, t: Transcript, retries: EvalError[]): Promise<SampleSandboxes> {

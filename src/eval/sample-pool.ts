@@ -9,6 +9,7 @@
  * iterator is closed (`return()`), so a queue-fed iterator can release what it holds; when
  * `stopTaking` aborts, the same happens except that running samples finish.
  */
+import type { SampleEnd } from '../errors.js';
 import type { EvalSample } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
 import type { SandboxProvider } from '../sandbox/types.js';
@@ -49,14 +50,13 @@ export interface SamplePoolOptions<T extends PoolItem> {
   prepareEnvironment?: (item: T) => Promise<void>;
   onStart?: (item: T) => void;
   onPhase?: (item: T, phase: SamplePhase) => void;
-  /** The error a sample ends with, before it becomes the log's message (a fleet worker classifies it). */
-  onError?: (item: T, error: unknown) => void;
   /**
-   * Each finished sample (also cancelled and failed ones), awaited before its slot takes more
-   * work. If it throws, the pool takes no more work, lets running samples finish (reporting them
-   * too), and rejects with that first error.
+   * Each finished sample (also cancelled and failed ones) with how it ended (`sampleEnd`: a
+   * fleet worker keeps `no-result` samples out of its results), awaited before its slot takes
+   * more work. If it throws, the pool takes no more work, lets running samples finish (reporting
+   * them too), and rejects with that first error.
    */
-  onResult: (item: T, sample: EvalSample) => Promise<void> | void;
+  onResult: (item: T, sample: EvalSample, end: SampleEnd, reason?: string) => Promise<void> | void;
 }
 
 /** Runs the work through `runSample`, at most `maxSamples` at once; resolves when all reported. */
@@ -92,7 +92,7 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
       const item = next.value;
       o.onStart?.(item);
       const { signal, release } = item.signal ? eitherSignal(o.signal, item.signal) : { signal: o.signal, release: () => {} };
-      const sample = await runSample({
+      const { sample, end, reason } = await runSample({
         sample: item.sample,
         epoch: item.epoch,
         provider: o.provider,
@@ -101,10 +101,9 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
         signal,
         ...(o.prepareEnvironment ? { prepare: () => o.prepareEnvironment!(item) } : {}),
         ...(o.onPhase ? { onPhase: (phase: SamplePhase) => o.onPhase!(item, phase) } : {}),
-        ...(o.onError ? { onError: (e: unknown) => o.onError!(item, e) } : {}),
       }).finally(release);
       try {
-        await o.onResult(item, sample);
+        await o.onResult(item, sample, end, reason);
       } catch (e) {
         failure ??= { error: e };
       }

@@ -15,7 +15,7 @@
  * - It asks for at most as many messages as it has free slots, and never aborts a receive (an
  *   aborted long poll loses the messages it was about to return): to stop, it stops starting them.
  * - Attempts are counted by ct (protocol.ts: the message's `attempts` + SQS's receive count). An
- *   attempt that ended without a result (`attemptFailed`: the sandbox would not start, the
+ *   attempt that ended without a result (`sampleEnd` = no-result: the sandbox would not start, the
  *   policy threw) is recorded in the job's history and offered again after `retry_delay` x
  *   attempt as a fresh message; after the manifest's `max_attempts` the worker moves it to the
  *   dead-letter queue. A delivery whose earlier receives all died silently counts them too. A
@@ -43,7 +43,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config/config.js';
-import { CloudError, ConfigError, SampleError, ScorerError, errorMessage } from '../errors.js';
+import { CloudError, ConfigError, errorMessage, type SampleEnd } from '../errors.js';
 import { readDotenvFile } from '../config/dotenv-file.js';
 import { RunSession } from '../eval/run-session.js';
 import { runSamplePool, type PoolItem } from '../eval/sample-pool.js';
@@ -125,8 +125,6 @@ interface JobItem extends PoolItem {
   delivery: Delivery<ParsedJobMessage>;
   startedAt: number;
   lease: Lease;
-  /** The error the sample ended with (its class decides retry or result). */
-  failure?: unknown;
   /** Queued again as a fresh message (spot interruption): its result is not kept. */
   requeued?: boolean;
 }
@@ -315,7 +313,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   };
 
   /** A finished sample: stored and reported, or (no result this attempt) offered again. */
-  const finish = async (item: JobItem, result: EvalSample): Promise<void> => {
+  const finish = async (item: JobItem, result: EvalSample, end: SampleEnd, reason?: string): Promise<void> => {
     const { job, delivery: d } = item;
     item.lease.stop();
     if (item.requeued) return;
@@ -324,8 +322,8 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
         await handBack([d], 'stopping', seconds(item));
         return;
       }
-      if (item.failure !== undefined && attemptFailed(item.failure)) {
-        await failAttempt(d, errorMessage(item.failure), seconds(item));
+      if (end === 'no-result') {
+        await failAttempt(d, reason ?? result.error?.message ?? 'the attempt produced no result', seconds(item));
         return;
       }
       const put = await store.putResult(job.job_id, await oneSampleLog(result, header));
@@ -403,10 +401,9 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       signal: session.signal,
       prepareEnvironment: (item) => session.prepareEnvironment({ name: item.sample.env.id, composeFile: item.sample.env.composeFile }),
       onStart: (item) => runningItems.add(item),
-      onError: (item, e) => (item.failure = e),
-      onResult: async (item, sample) => {
+      onResult: async (item, sample, end, reason) => {
         try {
-          await finish(item, sample);
+          await finish(item, sample, end, reason);
         } finally {
           runningItems.delete(item);
         }
@@ -428,19 +425,6 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       `${counts.released} handed back, ${counts.superseded} superseded, ${counts.unreadable} unreadable message(s), ${counts.preempted} preempted`,
   );
   return { stopped: stop, exitCode: stop === 'stopped' ? session.stoppedExitCode : 0, jobs: counts };
-}
-
-/**
- * The fleet's one rule for what an attempt's error means: a scorer that crashed or said
- * NOT_READY, and a setup script that failed (a SampleError ct raised itself, no cause), are the
- * sample's own results, as in a local run. Anything else — the sandbox would not start, the
- * policy threw (a SampleError carrying the policy's exception), a cloud or model service failed —
- * leaves the job without a result: it is offered again and dead-lettered after max_receive_count.
- */
-export function attemptFailed(e: unknown): boolean {
-  if (e instanceof ScorerError) return false;
-  if (e instanceof SampleError && e.cause === undefined) return false;
-  return true;
 }
 
 /**
