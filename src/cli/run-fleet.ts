@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
-import type { SampleOptions } from '../eval/sample-options.js';
+import { resultOptions, type SampleOptions } from '../eval/sample-options.js';
 import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
@@ -198,7 +198,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
     ...(xsHash ? { extraSrcHash: xsHash } : {}),
     settings: settings.map((x) => `${x.name}@${x.commit}`),
-    options: { sample_options: input.sampleOptions, settings_of: jobs.map((j) => j.setting) },
+    options: { sample_options: resultOptions(input.sampleOptions), settings_of: jobs.map((j) => j.setting) },
   });
   const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
 
@@ -366,8 +366,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
       );
     } else printFleetSummary(fleetId, r.enqueued, r.launched.length, m);
-    const failed = m.rows.some((x) => x.error) || m.missing.length > 0;
-    return failed && flags.failOnError ? 1 : 0;
+    // `error`: samples failed under fail_on_error (log/final-status.ts) or jobs have no result.
+    return m.status === 'error' ? 1 : 0;
   } finally {
     sqs.destroy();
     s3.destroy();
