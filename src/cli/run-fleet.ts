@@ -448,11 +448,11 @@ async function ec2Launcher(
   plan: Awaited<ReturnType<typeof planEc2>>,
   o: { fleetId: string; artifactKey: string; perWorker: number; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
 ) {
-  const { EC2Client } = await import('@aws-sdk/client-ec2');
+  const { createEc2Client } = await import('../cloud/aws-clients.js');
   const { ensureEgressOnlySecurityGroup } = await import('../cloud/security-group.js');
   const { renderUserData } = await import('../fleet/user-data.js');
   const { Ec2Launcher } = await import('../fleet/ec2-launcher.js');
-  const ec2 = new EC2Client({ region: config.ec2.region, maxAttempts: 5 });
+  const ec2 = createEc2Client(config.ec2.region);
   const securityGroupId = await ensureEgressOnlySecurityGroup(ec2, { name: config.fleet.security_group, ...(config.ec2.subnet_id ? { subnetId: config.ec2.subnet_id } : {}) });
   return new Ec2Launcher({
     ec2,
