@@ -22,7 +22,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Transcript } from '../src/eval/transcript.js';
+import { Transcript } from '../src/log/transcript.js';
 import { LocalRunner } from '../src/host/local-runner.js';
 import { AgentTools } from '../src/policies/tools/agent-tools.js';
 import { DockerProvider } from '../src/sandbox/docker/docker-provider.js';

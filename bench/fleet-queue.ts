@@ -45,7 +45,7 @@ function manifest(fleetId: string, n: number): Manifest {
     task_name: 'bench',
     epochs: n,
     policy: { name: 'test', args: {} },
-    sample_options: { scorerTimeout: 120, setupTimeout: 600, sandboxAttempts: 3, tools: { bashTimeout: 180, modelOutputLimit: 16000 } },
+    sample_options: { scorerTimeout: 120, setupTimeout: 600, sandboxAttempts: 3, tools: { bashTimeout: 180, modelOutputLimit: 16000 }, failOnError: true },
     samples_per_worker: 10,
     max_attempts: 3,
     settings: [],

@@ -19,7 +19,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { loadConfig } from '../src/config/config.js';
-import { Transcript } from '../src/eval/transcript.js';
+import { Transcript } from '../src/log/transcript.js';
 import { anthropicOutput, anthropicRequest } from '../src/models/anthropic-model.js';
 import { ModelRegistry } from '../src/models/model-registry.js';
 import { openaiOutput, openaiRequest } from '../src/models/openai-model.js';

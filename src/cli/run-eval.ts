@@ -163,7 +163,6 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
       samples,
       epochs: flags.epochs,
       maxSamples: flags.maxSamples ?? defaultMaxSamples(),
-      failOnError: flags.failOnError,
       session,
       policy,
       policyArgs,

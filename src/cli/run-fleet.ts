@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
-import type { SampleOptions } from '../eval/sample-options.js';
+import { resultOptions, type SampleOptions } from '../eval/sample-options.js';
 import { defaultMaxSamples } from '../eval/capacity.js';
 import { emptyFleetState } from '../fleet/controller.js';
 import { mergedLogPath } from '../fleet/merge-results.js';
@@ -213,7 +213,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
     ...(xsHash ? { extraSrcHash: xsHash } : {}),
     settings: settings.map((x) => `${x.name}@${x.commit}`),
-    options: { sample_options: input.sampleOptions, settings_of: jobs.map((j) => j.setting) },
+    options: { sample_options: resultOptions(input.sampleOptions), settings_of: jobs.map((j) => j.setting) },
   });
   const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
 
@@ -402,8 +402,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, retried: r.retried, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
       );
     } else printFleetSummary(fleetId, r.enqueued, r.retried, r.launched.length, m);
-    const failed = m.rows.some((x) => x.error) || m.missing.length > 0;
-    return failed && flags.failOnError ? 1 : 0;
+    // `error`: samples failed under fail_on_error (log/final-status.ts) or jobs have no result.
+    return m.status === 'error' ? 1 : 0;
   } finally {
     sqs.destroy();
     s3.destroy();
@@ -485,11 +485,11 @@ async function ec2Launcher(
   plan: Awaited<ReturnType<typeof planEc2>>,
   o: { fleetId: string; artifactKey: string; perWorker: number; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
 ) {
-  const { EC2Client } = await import('@aws-sdk/client-ec2');
+  const { createEc2Client } = await import('../cloud/aws-clients.js');
   const { ensureEgressOnlySecurityGroup } = await import('../cloud/security-group.js');
   const { renderUserData } = await import('../fleet/user-data.js');
   const { Ec2Launcher } = await import('../fleet/ec2-launcher.js');
-  const ec2 = new EC2Client({ region: config.ec2.region, maxAttempts: 5 });
+  const ec2 = createEc2Client(config.ec2.region);
   const securityGroupId = await ensureEgressOnlySecurityGroup(ec2, { name: config.fleet.security_group, ...(config.ec2.subnet_id ? { subnetId: config.ec2.subnet_id } : {}) });
   return new Ec2Launcher({
     ec2,

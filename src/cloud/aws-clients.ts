@@ -39,11 +39,20 @@ export function createAwsClients(region: string): AwsClients {
   const common = { region, maxAttempts: MAX_ATTEMPTS };
   return {
     region,
-    ec2: recordCalls(new EC2Client(common)),
+    ec2: createEc2Client(region),
     ssm: recordCalls(new SSMClient(common)),
     sts: recordCalls(new STSClient(common)),
     instanceConnect: recordCalls(new EC2InstanceConnectClient(common)),
   };
+}
+
+/**
+ * An EC2 client alone (the fleet's launcher, the exit hook that terminates an instance), made and
+ * recorded as every other. `recordAs` names the caller in the call log when the process is not a
+ * ct command (default: the command this process runs).
+ */
+export function createEc2Client(region: string, o: { recordAs?: string } = {}): EC2Client {
+  return recordCalls(new EC2Client({ region, maxAttempts: MAX_ATTEMPTS }), o.recordAs);
 }
 
 /** The clients fleet mode adds: SQS for jobs, S3 for results, SSM for the fleet's secrets. */

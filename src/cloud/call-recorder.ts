@@ -29,6 +29,7 @@ const KEPT_FIELDS = [
   'GroupName',
   'SecurityGroupIds',
   'SubnetId',
+  'VpcId',
   'TagSpecifications',
   'Tags',
   'Resources',
@@ -44,15 +45,15 @@ interface Middlewareable {
 /** Which ct command made the call (`fleet worker`, `run eval`, `cloud cleanup`...): workers are also checked against their role's policy. */
 const CT_COMMAND = process.argv.slice(2, 4).join(' ');
 
-/** Adds the recorder to `client` when CT_AWS_CALL_LOG is set; returns the client. */
-export function recordCalls<C>(client: C): C {
+/** Adds the recorder to `client` when CT_AWS_CALL_LOG is set, its calls logged as made by `command`; returns the client. */
+export function recordCalls<C>(client: C, command: string = CT_COMMAND): C {
   const file = process.env.CT_AWS_CALL_LOG;
   if (!file) return client;
   (client as unknown as Middlewareable).middlewareStack.add(
     (next, context) => async (args) => {
       const input = args.input as Record<string, unknown>;
       const kept = Object.fromEntries(KEPT_FIELDS.filter((k) => input[k] !== undefined).map((k) => [k, k === 'Delete' ? summariseDelete(input[k]) : input[k]]));
-      appendFileSync(file, `${JSON.stringify({ ct: CT_COMMAND, client: context.clientName, command: context.commandName, input: kept })}\n`);
+      appendFileSync(file, `${JSON.stringify({ ct: command, client: context.clientName, command: context.commandName, input: kept })}\n`);
       return next(args);
     },
     { step: 'initialize', name: 'ctCallRecorder' },

@@ -23,9 +23,11 @@ export function terminateOnExit(instanceId: string, region: string): () => void 
 }
 
 async function main(instanceId: string, region: string): Promise<void> {
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  const { EC2Client, TerminateInstancesCommand } = await import('@aws-sdk/client-ec2');
-  await new EC2Client({ region, maxAttempts: 3 }).send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
+  // The parent copied .env's AWS settings into the environment this process inherits.
+  const { applyAwsEnvironment, createEc2Client } = await import('./aws-clients.js');
+  applyAwsEnvironment({});
+  const { TerminateInstancesCommand } = await import('@aws-sdk/client-ec2');
+  await createEc2Client(region, { recordAs: 'terminate-on-exit' }).send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -17,7 +17,6 @@ export interface EvalSpecInput {
   epochs: number;
   /** Samples running at once. */
   maxSamples: number;
-  failOnError: boolean;
   /** The sandbox provider's name (`docker`, `ec2`, ...). */
   sandbox: string;
   policyName: string;
@@ -57,7 +56,7 @@ export function evalSpec(o: EvalSpecInput): EvalSpec {
       ...EVAL_CONFIG_DEFAULTS,
       epochs: o.epochs,
       max_samples: o.maxSamples,
-      fail_on_error: o.failOnError,
+      fail_on_error: o.sampleOptions.failOnError,
       ...(o.sampleOptions.sampleTimeLimit !== undefined ? { time_limit: o.sampleOptions.sampleTimeLimit } : {}),
       ...(o.sampleOptions.messageLimit !== undefined ? { message_limit: o.sampleOptions.messageLimit } : {}),
       ...(o.sampleOptions.tokenLimit !== undefined ? { token_limit: o.sampleOptions.tokenLimit } : {}),

@@ -20,7 +20,7 @@ import type { SampleSandboxes, Sandbox, SandboxProvider } from '../sandbox/types
 import { runCheckScript } from '../scoring/check-script.js';
 import type { Sample } from '../tasks/types.js';
 import type { SampleOptions } from './sample-options.js';
-import { Transcript } from './transcript.js';
+import { Transcript } from '../log/transcript.js';
 
 /** The score every sample gets (control-tower convention). */
 export const SCORER_NAME = 'linux_scorer';

@@ -1,5 +1,6 @@
 import { errorMessage } from '../errors.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
+import { finalStatus, type FinalStatus } from '../log/final-status.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalLog, EvalSample, EvalStatus } from '../log/types.js';
 import type { Policy } from '../policies/types.js';
@@ -26,13 +27,13 @@ export interface RunEvalOptions {
   epochs: number;
   /** Samples running at once. */
   maxSamples: number;
-  failOnError: boolean;
   /** Provider, run id, Ctrl-C signal and environment builds of this run. */
   session: RunSession;
   policy: Policy;
   policyArgs: Record<string, string>;
   /** `provider/model` the policy calls, for the log's `eval.model` (default none/none). */
   model?: string;
+  /** What every sample shares, `failOnError` (which errors fail the run) included. */
   sampleOptions: SampleOptions;
   logDir: string;
   version: string;
@@ -64,8 +65,10 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
   const log = await RunLog.create(o, total, startedAt);
   const tally = new SampleTally({ keepRows: o.keepRows ?? 0 });
   let runError: string | undefined;
+  /** The log's status and error over the samples tallied so far (one rule for every log: log/final-status.ts). */
+  const outcome = (how: { cancelled: boolean; runError?: string }) => finalStatus({ errors: tally.errors, total, failOnError: o.sampleOptions.failOnError, ...how });
   const removeHook = session.onForcedStop(async () => {
-    await log.finish('cancelled', tally.errors);
+    await log.finish(outcome({ cancelled: true }));
   });
   o.progress.start(total);
   try {
@@ -94,9 +97,9 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
     o.progress.stop();
     removeHook();
   }
-  const status: EvalStatus = session.signal.aborted ? 'cancelled' : runError || (tally.errors > 0 && o.failOnError) ? 'error' : 'success';
-  const header = await log.finish(status, tally.errors, runError);
-  return { logPath: log.path, status, tally, ...(runError ? { error: runError } : {}), header };
+  const final = outcome({ cancelled: session.signal.aborted, ...(runError !== undefined && { runError }) });
+  const header = await log.finish(final);
+  return { logPath: log.path, status: final.status, tally, ...(runError ? { error: runError } : {}), header };
 }
 
 /** Samples x epochs, epoch by epoch, generated as they are taken (never held all at once). */
@@ -112,7 +115,6 @@ class RunLog {
     private readonly writer: EvalLogWriter,
     private readonly total: number,
     private readonly startedAt: string,
-    private readonly failOnError: boolean,
   ) {}
 
   static async create(o: RunEvalOptions, total: number, startedAt: string): Promise<RunLog> {
@@ -121,7 +123,6 @@ class RunLog {
       samples: o.samples,
       epochs: o.epochs,
       maxSamples: o.maxSamples,
-      failOnError: o.failOnError,
       sandbox: o.session.provider.name,
       policyName: o.policy.name,
       policyArgs: o.policyArgs,
@@ -131,7 +132,7 @@ class RunLog {
       version: o.version,
     };
     const writer = await EvalLogWriter.create({ logDir: o.logDir, spec: evalSpec(spec), plan: evalPlan(spec) });
-    return new RunLog(writer, total, startedAt, o.failOnError);
+    return new RunLog(writer, total, startedAt);
   }
 
   get path(): string {
@@ -145,22 +146,18 @@ class RunLog {
   }
 
   /** Writes the header once; a second call (a forced stop racing the end of the run) gets the first's. */
-  finish(status: Exclude<EvalStatus, 'started'>, failed: number, runError?: string): Promise<EvalLog> {
-    this.finishing ??= this.finishNow(status, failed, runError);
+  finish(final: FinalStatus): Promise<EvalLog> {
+    this.finishing ??= this.finishNow(final);
     return this.finishing;
   }
 
-  private finishNow(status: Exclude<EvalStatus, 'started'>, failed: number, runError?: string): Promise<EvalLog> {
+  private finishNow(final: FinalStatus): Promise<EvalLog> {
     // The writer accumulates results and model usage as samples land: no sample is kept here.
     return this.writer.finish({
-      status,
+      status: final.status,
       totalSamples: this.total,
       stats: { started_at: this.startedAt, completed_at: isoTimestamp(), connection_limit_history: [] },
-      ...(runError
-        ? { error: { message: runError, traceback: runError, traceback_ansi: runError } }
-        : failed && this.failOnError
-          ? { error: { message: `${failed} sample(s) failed`, traceback: '', traceback_ansi: '' } }
-          : {}),
+      ...(final.error && { error: final.error }),
     });
   }
 }

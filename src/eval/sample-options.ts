@@ -1,10 +1,12 @@
 /**
- * The options every sample of a run shares (limits and timeouts), as one zod schema: the local
- * runner builds them from config and flags, the fleet controller writes them into the manifest,
- * and a fleet worker reads them back with the same schema, so the three agree by construction.
+ * The options every sample of a run shares (limits, timeouts, and the rule that judges their
+ * errors), as one zod schema: the local runner builds them from config and flags, the fleet
+ * controller writes them into the manifest, and a fleet worker reads them back with the same
+ * schema, so the three agree by construction.
  */
 import { z } from 'zod';
 import type { Config } from '../config/config.js';
+import { FAIL_ON_ERROR_DEFAULT, failOnErrorSchema } from '../log/final-status.js';
 
 export const sampleOptionsSchema = z.object({
   /** Seconds for the agent's work (policy); the sample stops cleanly when it passes. */
@@ -23,6 +25,11 @@ export const sampleOptionsSchema = z.object({
     /** Characters of tool output shown to the model. */
     modelOutputLimit: z.number().int().positive(),
   }),
+  /**
+   * Which sample errors make the log's status `error` (`log/final-status.ts`; the log's
+   * `eval.config.fail_on_error`). Default true; manifests written before it existed read so.
+   */
+  failOnError: failOnErrorSchema.default(FAIL_ON_ERROR_DEFAULT),
 });
 
 export type SampleOptions = z.infer<typeof sampleOptionsSchema>;
@@ -33,6 +40,8 @@ export interface SampleOptionFlags {
   scorerTimeout?: number;
   messageLimit?: number;
   tokenLimit?: number;
+  /** `--no-fail-on-error` gives false. */
+  failOnError?: boolean;
 }
 
 /** Sample options from the compiled config and the run's flags (a flag wins over its config key). */
@@ -45,5 +54,15 @@ export function buildSampleOptions(config: Pick<Config, 'eval' | 'sandbox'>, fla
     ...(flags.messageLimit !== undefined ? { messageLimit: flags.messageLimit } : {}),
     ...(flags.tokenLimit !== undefined ? { tokenLimit: flags.tokenLimit } : {}),
     tools: { bashTimeout: config.eval.bash_timeout, modelOutputLimit: config.eval.tool_output_limit },
+    failOnError: flags.failOnError ?? FAIL_ON_ERROR_DEFAULT,
   };
+}
+
+/**
+ * The options that change a sample's result, for the fleet id: `failOnError` only judges the
+ * finished samples, so a run differing in it alone is the same fleet (resuming it redoes the merge).
+ */
+export function resultOptions(o: SampleOptions): Omit<SampleOptions, 'failOnError'> {
+  const { failOnError: _judgesOnly, ...rest } = o;
+  return rest;
 }

@@ -11,6 +11,7 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mergeEvalLogs } from '../log/eval-merge.js';
 import { evalLogFileName } from '../log/eval-writer.js';
+import { finalStatus } from '../log/final-status.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalLog, EvalPlan, EvalSampleSummary, EvalSpec, EvalStatus } from '../log/types.js';
 import type { Job, Manifest } from './protocol.js';
@@ -105,10 +106,12 @@ export async function mergeFleetResults(o: {
       inputJobs.forEach((job, i) => {
         if (!matched.has(i)) missing.push(job.job_id);
       });
-      const errors = rows.filter((r) => r.error).length;
-      if (missing.length) return { status: 'error', error: { message: `${missing.length} job(s) have no result`, traceback: '', traceback_ansi: '' } };
-      if (errors) return { status: 'error', error: { message: `${errors} sample(s) failed`, traceback: '', traceback_ansi: '' } };
-      return { status: 'success' };
+      return finalStatus({
+        errors: rows.filter((r) => r.error).length,
+        total: jobs.length,
+        failOnError: header.spec.config.fail_on_error,
+        ...(missing.length > 0 && { runError: `${missing.length} job(s) have no result` }),
+      });
     },
   });
   const path = mergedLogPath(o.logDir, header);

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evalPlan, evalSpec } from '../eval/eval-spec.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
+import { finalStatus } from '../log/final-status.js';
 import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalPlan, EvalSample, EvalSpec } from '../log/types.js';
@@ -20,7 +21,6 @@ export function fleetLogHeader(m: Manifest, version: string): { spec: EvalSpec; 
     samples,
     epochs: m.epochs,
     maxSamples: m.samples_per_worker,
-    failOnError: true,
     sandbox: m.sandbox.spec,
     policyName: m.policy.name,
     policyArgs: m.policy.args,
@@ -43,12 +43,14 @@ export async function oneSampleLog(sample: EvalSample, header: { spec: EvalSpec;
     const writer = await EvalLogWriter.create({ logDir: dir, spec: header.spec, plan: header.plan, fileName: 'job.eval' });
     await writer.addSample(sample);
     const { results, reductions } = computeEvalResults([sample], { totalSamples: 1 });
+    // Judged by the rule its own header states, as the merged log is.
+    const final = finalStatus({ errors: sample.error ? 1 : 0, total: 1, failOnError: header.spec.config.fail_on_error });
     await writer.finish({
-      status: sample.error ? 'error' : 'success',
+      status: final.status,
       results,
       ...(reductions.length ? { reductions } : {}),
       stats: { started_at: sample.started_at ?? isoTimestamp(), completed_at: sample.completed_at ?? isoTimestamp(), ...totalModelUsage([sample]), connection_limit_history: [] },
-      ...(sample.error ? { error: { message: '1 sample(s) failed', traceback: '', traceback_ansi: '' } } : {}),
+      ...(final.error && { error: final.error }),
     });
     return await readFile(writer.path);
   } finally {

@@ -7,32 +7,19 @@
  *
  * Duplicates: the first input holding an (id, epoch) wins, in the order the inputs are given;
  * later ones are dropped and listed in the result (`duplicates`). Inputs are read ahead in
- * parallel but written strictly in order, so which copy is kept never depends on timing. Failed
- * jobs (`failures`) come after every input: a failure for an (id, epoch) that an input already
- * holds is dropped the same way.
+ * parallel but written strictly in order, so which copy is kept never depends on timing. A job
+ * that failed for good is an input like any other: the fleet stores a one-sample log carrying its
+ * error (`fleet/one-sample-log.ts`).
  */
 import { readSampleFrom, readSummariesFrom, sampleEntriesOf } from './eval-reader.js';
 import { EvalLogWriter, sampleMemberName, type FinishOptions } from './eval-writer.js';
 import { sampleSummary } from './sample-summary.js';
-import { EvalSampleSchema, type EvalError, type EvalLog, type EvalPlan, type EvalSampleSummary, type EvalSpec } from './types.js';
+import { type EvalError, type EvalLog, type EvalPlan, type EvalSampleSummary, type EvalSpec } from './types.js';
 import type { PreparedEntry } from './zip-appender.js';
 import { ZipReader } from './zip-reader.js';
 
 /** A log to merge: its bytes (e.g. fetched from a result store) or its path. */
 export type MergeInput = Buffer | string;
-
-/** A job that failed for good: it becomes a sample with an error naming its attempts and workers. */
-export interface FailedJob {
-  id: string | number;
-  epoch: number;
-  /** What the last attempt reported. */
-  message: string;
-  attempts: number;
-  /** The workers that tried it, in order. */
-  workers: string[];
-  /** The sample's input, when known (default empty). */
-  input?: string;
-}
 
 export interface MergeEvalLogsOptions {
   logDir: string;
@@ -41,7 +28,6 @@ export interface MergeEvalLogsOptions {
   spec: EvalSpec;
   plan: EvalPlan;
   inputs: AsyncIterable<MergeInput> | Iterable<MergeInput>;
-  failures?: AsyncIterable<FailedJob> | Iterable<FailedJob>;
   status: FinishOptions['status'];
   error?: EvalError;
   /**
@@ -66,11 +52,9 @@ export const DEFAULT_READ_AHEAD = 8;
 export interface MergeResult {
   path: string;
   header: EvalLog;
-  /** Samples written, failed jobs included. */
+  /** Samples written. */
   samples: number;
-  /** Failed jobs written as error samples. */
-  failed: number;
-  /** (id, epoch) pairs dropped because an earlier input (or sample) held them; `source` names the input. */
+  /** (id, epoch) pairs dropped because an earlier input held them; `source` names the input. */
   duplicates: Array<{ id: string | number; epoch: number; source: string }>;
 }
 
@@ -79,7 +63,7 @@ interface ReadSample {
   summary: EvalSampleSummary;
 }
 
-/** Merges `inputs` (then `failures`) into one new log in `logDir`. */
+/** Merges `inputs` into one new log in `logDir`. */
 export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResult> {
   const writer = await EvalLogWriter.create({
     logDir: o.logDir,
@@ -89,7 +73,6 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
     ...(o.checkpointSeconds !== undefined && { checkpointSeconds: o.checkpointSeconds }),
   });
   const duplicates: MergeResult['duplicates'] = [];
-  let failed = 0;
   try {
     let index = 0;
     for await (const { source, index: inputIndex, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++)) {
@@ -102,14 +85,6 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
         await writer.addSampleEntry(entry, summary);
       }
     }
-    for await (const job of o.failures ?? []) {
-      if (writer.has(job.id, job.epoch)) {
-        duplicates.push({ id: job.id, epoch: job.epoch, source: 'failed job' });
-        continue;
-      }
-      await writer.addSample(failedJobSample(job));
-      failed += 1;
-    }
   } catch (err) {
     await writer.close().catch(() => undefined);
     throw err;
@@ -121,21 +96,7 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
     totalSamples: o.totalSamples ?? writer.samples,
     ...(error && { error }),
   });
-  return { path: writer.path, header, samples: writer.samples, failed, duplicates };
-}
-
-/** The error sample standing for a job that failed for good. */
-export function failedJobSample(job: FailedJob) {
-  const workers = job.workers.length ? job.workers.join(', ') : 'no worker';
-  const message = `failed after ${job.attempts} attempt(s) on ${workers}: ${job.message}`;
-  return EvalSampleSchema.parse({
-    id: job.id,
-    epoch: job.epoch,
-    input: job.input ?? '',
-    target: '',
-    error: { message, traceback: message, traceback_ansi: message },
-    metadata: { ct_failed_job: { attempts: job.attempts, workers: job.workers } },
-  });
+  return { path: writer.path, header, samples: writer.samples, duplicates };
 }
 
 /** Opens inputs up to `ahead` at once, yielding their samples in input order. */

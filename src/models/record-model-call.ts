@@ -1,5 +1,5 @@
 import { errorMessage } from '../errors.js';
-import type { Transcript } from '../eval/transcript.js';
+import type { Transcript } from '../log/transcript.js';
 import type { ChatMessage, Content, ModelCall, ModelEvent, ModelOutput } from '../log/types.js';
 import type { GenerateRequest, Model } from './types.js';
 

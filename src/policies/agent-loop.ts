@@ -1,4 +1,4 @@
-import type { Transcript } from '../eval/transcript.js';
+import type { Transcript } from '../log/transcript.js';
 import type { ChatMessageAssistant, GenerateConfig, ModelOutput, ToolCall, ToolInfo } from '../log/types.js';
 import { generateAndRecord } from '../models/record-model-call.js';
 import type { Model } from '../models/types.js';

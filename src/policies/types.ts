@@ -1,4 +1,4 @@
-import type { Transcript } from '../eval/transcript.js';
+import type { Transcript } from '../log/transcript.js';
 import type { ModelOutput } from '../log/types.js';
 import type { Model } from '../models/types.js';
 import type { SampleSandboxes } from '../sandbox/types.js';

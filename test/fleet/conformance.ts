@@ -41,7 +41,7 @@ function manifest(fleetId: string): Manifest {
     task_name: 'conformance',
     epochs: 1,
     policy: { name: 'replay', args: {} },
-    sample_options: { scorerTimeout: 120, setupTimeout: 600, sandboxAttempts: 3, tools: { bashTimeout: 180, modelOutputLimit: 16000 } },
+    sample_options: { scorerTimeout: 120, setupTimeout: 600, sandboxAttempts: 3, tools: { bashTimeout: 180, modelOutputLimit: 16000 }, failOnError: true },
     samples_per_worker: 2,
     max_attempts: 3,
     settings: [{ name: 'example', repo: 'https://example.invalid/example.git', commit: 'a'.repeat(40) }],

@@ -31,7 +31,7 @@ function manifest(fleetId: string, n: number): Manifest {
     task_name: 'mem',
     epochs: n,
     policy: { name: 'test', args: {} },
-    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 } },
+    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 }, failOnError: true },
     samples_per_worker: 2,
     max_attempts: 3,
     settings: [],

@@ -19,6 +19,8 @@ export interface InspectView {
     total_time: number | null;
   }>;
   header_status: string;
+  /** `eval.config.fail_on_error`: the rule the status was judged by. */
+  fail_on_error: boolean | number | null;
   results: Array<{ name: string; metrics: Record<string, number> }>;
 }
 
@@ -34,6 +36,7 @@ for p in sys.argv[1:]:
         "status": log.status,
         "task": log.eval.task,
         "header_status": head.status,
+        "fail_on_error": log.eval.config.fail_on_error,
         "results": [{"name": s.name, "metrics": {k: m.value for k, m in s.metrics.items()}} for s in (log.results.scores if log.results else [])],
         "samples": [{
             "id": str(s.id), "epoch": s.epoch,

@@ -1,7 +1,7 @@
 /**
  * Merging one-sample logs (as fleet workers write them) into one log: inspect_ai reads exactly one
- * sample per input, results over all of them, failed jobs as error samples naming their attempts
- * and workers, and a duplicated (id, epoch) kept once (the first input's copy).
+ * sample per input, results over all of them, and a duplicated (id, epoch) kept once (the first
+ * input's copy).
  */
 import assert from 'node:assert/strict';
 import { readFile, rm } from 'node:fs/promises';
@@ -58,14 +58,10 @@ describe('merging one-sample logs', () => {
       spec: makeSpec(),
       plan: makePlan(),
       inputs: given(),
-      failures: [
-        { id: 5, epoch: 1, message: 'worker lost (visibility timeout) three times', attempts: 3, workers: ['i-0a1', 'i-0b2', 'i-0c3'] },
-        { id: 3, epoch: 1, message: 'late failure of a job that also succeeded', attempts: 2, workers: ['i-0a1'] },
-      ],
       status: 'success',
       // No model_usage given: the merge sums it over the samples.
       stats: { started_at: '2025-03-01T10:00:00+00:00', completed_at: '2025-03-01T11:00:00+00:00', connection_limit_history: [] },
-      totalSamples: 7,
+      totalSamples: 6,
       readAhead: 3,
     });
     inspect = await runPython(INSPECT_READ_SCRIPT, [
@@ -81,40 +77,30 @@ describe('merging one-sample logs', () => {
     const log = inspect[0];
     assert.equal(log.status, 'success');
     const keys = log.samples.map((s: any) => `${s.id}/${s.epoch}`).sort();
-    assert.deepEqual(keys, ['1/1', '1/2', '2/1', '3/1', '5/1', 'c4/1']);
-    assert.equal(inspect[1].length, 6);
-    assert.equal(merged.samples, 6);
+    assert.deepEqual(keys, ['1/1', '1/2', '2/1', '3/1', 'c4/1']);
+    assert.equal(inspect[1].length, 5);
+    assert.equal(merged.samples, 5);
   });
 
   test('a duplicated (id, epoch) keeps the first input and names the dropped one', () => {
     const two = inspect[0].samples.find((s: any) => s.id === 2);
     assert.deepEqual(two.scores.linux_scorer.value, { main_task_success: 'I' });
-    assert.deepEqual(merged.duplicates, [
-      { id: 2, epoch: 1, source: secondCopyOf2 },
-      { id: 3, epoch: 1, source: 'failed job' },
-    ]);
+    assert.deepEqual(merged.duplicates, [{ id: 2, epoch: 1, source: secondCopyOf2 }]);
   });
 
-  test('a failed job is an error sample naming its attempts and workers', () => {
-    const five = inspect[0].samples.find((s: any) => s.id === 5);
-    assert.match(five.error, /failed after 3 attempt\(s\) on i-0a1, i-0b2, i-0c3: worker lost/);
-    assert.equal(five.scores, null);
-    assert.equal(merged.failed, 1);
-  });
-
-  test('results are those of the kept samples and the failed job, computed while streaming', async () => {
-    const expected = computeEvalResults([...kept, { id: 5, epoch: 1, error: 'failed' }], { totalSamples: 7 }).results;
+  test('results are those of the kept samples, computed while streaming', async () => {
+    const expected = computeEvalResults(kept, { totalSamples: 6 }).results;
     const header = await readEvalLog(merged.path, { headerOnly: true });
     assert.deepEqual(header.results, expected);
-    assert.equal(inspect[0].results.total_samples, 7);
+    assert.equal(inspect[0].results.total_samples, 6);
     assert.equal(inspect[0].results.completed_samples, 4);
     const main = inspect[0].results.scores.find((s: any) => s.name === 'main_task_success');
     assert.equal(main.scored_samples, 3);
-    assert.equal(main.unscored_samples, 2);
+    assert.equal(main.unscored_samples, 1);
     assert.ok(Math.abs(main.metrics.accuracy - 2 / 3) < 1e-12);
-    // Usage summed over the inputs' samples (the failed job has none).
+    // Usage summed over the inputs' samples.
     assert.deepEqual(inspect[0].stats.model_usage, { [MODEL]: 5 * 120 });
-    assert.equal((await readSampleSummaries(merged.path)).length, 6);
+    assert.equal((await readSampleSummaries(merged.path)).length, 5);
   });
 
   test('a merge input that is not a log fails the merge with its name, leaving no finished log', async () => {

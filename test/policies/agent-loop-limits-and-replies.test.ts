@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
-import { Transcript } from '../../src/eval/transcript.js';
+import { Transcript } from '../../src/log/transcript.js';
 import { ModelRegistry } from '../../src/models/model-registry.js';
 import { honestPolicy } from '../../src/policies/honest-policy.js';
 import { AgentTools, DEFAULT_TOOL_OPTIONS } from '../../src/policies/tools/agent-tools.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
 import { ModelError } from '../../src/errors.js';
-import { Transcript } from '../../src/eval/transcript.js';
+import { Transcript } from '../../src/log/transcript.js';
 import { ModelRegistry } from '../../src/models/model-registry.js';
 import { generateAndRecord } from '../../src/models/record-model-call.js';
 import type { GenerateRequest } from '../../src/models/types.js';

@@ -6,7 +6,7 @@ import {
   SandboxPermissionError,
   SandboxUnavailableError,
 } from '../../errors.js';
-import type { Transcript } from '../../eval/transcript.js';
+import type { Transcript } from '../../log/transcript.js';
 import type { ToolCall, ToolCallError } from '../../log/types.js';
 import type { Sandbox } from '../../sandbox/types.js';
 

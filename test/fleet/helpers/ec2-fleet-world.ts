@@ -32,15 +32,18 @@ if a["worker"]:
 print(json.dumps({"ubuntu": ubuntu, "worker": worker}))
 `;
 
-/** Seeds moto; returns the two image ids (the worker AMI's only stored when `workerAmi`). */
-export async function seedEc2FleetWorld(motoUrl: string, o: { workerAmi: boolean; profile?: string }): Promise<{ ubuntu: string; worker: string }> {
+/**
+ * Seeds moto; returns the two image ids (the worker AMI's only stored when `workerAmi`, under
+ * `workerParameter`, default WORKER_AMI_PARAMETER).
+ */
+export async function seedEc2FleetWorld(motoUrl: string, o: { workerAmi: boolean; profile?: string; workerParameter?: string }): Promise<{ ubuntu: string; worker: string }> {
   return runPython(SEED, {
     url: motoUrl,
     key: FAKE_AWS.AWS_ACCESS_KEY_ID,
     secret: FAKE_AWS.AWS_SECRET_ACCESS_KEY,
     profile: o.profile ?? 'linuxbench-worker',
     ubuntu: UBUNTU_PARAMETER,
-    worker: o.workerAmi ? WORKER_AMI_PARAMETER : '',
+    worker: o.workerAmi ? (o.workerParameter ?? WORKER_AMI_PARAMETER) : '',
   });
 }
 
