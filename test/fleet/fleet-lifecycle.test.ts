@@ -162,6 +162,8 @@ describe('fleet lifecycle: stop, resume, retry without paying twice', () => {
     assert.equal(log!.samples[0]!.error, null);
     const events = readEvents(readFileSync(join(logDir, 'fleet', fleetId, 'events.jsonl'), 'utf8'));
     assert.equal(events.filter((e) => e.event === 'handed_back').length, 2, 'two hand-backs recorded');
+    assert.doesNotMatch(r.stderr, /workers \?/, 'external workers are counted by their reports');
+    assert.match(r.stderr, /workers [1-9]/);
     assert.ok(!events.some((e) => e.event === 'job_dead'));
   });
 
@@ -216,6 +218,7 @@ describe('fleet lifecycle: stop, resume, retry without paying twice', () => {
       const kept = await runCt([...args, '--no-retry-errors'], { cwd: dirs.work, env, timeoutMs: 60_000 });
       assert.equal(kept.code, 1, kept.stderr);
       assert.match(kept.stderr, /keeping 1 error result\(s\)/);
+      assert.match(kept.stderr, /\[2\/2\] done 2, failed 1,/, 'the dead-lettered job of the earlier run counts as failed');
       assert.match(kept.stdout, /0 job\(s\) enqueued, 0 worker\(s\) launched/);
       // The cause fixed: the image exists now.
       execFileSync('docker', ['tag', 'debian:bookworm-slim', image]);

@@ -11,6 +11,7 @@ import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { runPython } from '../helpers/python.js';
+import { defaultMaxSamples } from '../../src/eval/capacity.js';
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
 
@@ -80,6 +81,15 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     assert.ok(Date.parse(timesAfter.completed_at) - Date.parse(timesAfter.started_at) > 1000, JSON.stringify(timesAfter));
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.equal(log!.samples.length, 20);
+  });
+
+  test('local workers share the machine: without --max-samples each takes its share of what one local run would', async () => {
+    await moto.reset();
+    const noMax = RUN.slice(0, RUN.indexOf('--max-samples'));
+    const r = await runCt([...noMax, '--log-dir', logDir, '--estimate'], { cwd: dirs.work, env: fleetEnv(moto, dirs) });
+    assert.equal(r.code, 0, r.stderr);
+    const share = Math.ceil(defaultMaxSamples() / 2);
+    assert.match(r.stderr, new RegExp(`workers: 2 \\(local processes on this machine\\), ${share} sample\\(s\\) at once each`));
   });
 
   test('--estimate prints jobs, workers, time and cost and creates nothing', async () => {
