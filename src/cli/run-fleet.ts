@@ -378,7 +378,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
-      if (spec.kind === 'local') await sweepLocalSandboxes(config);
+      // Only a worker that died or was killed can have left sandboxes (a sweep costs a Docker round).
+      if (launcher instanceof LocalLauncher && launcher.abnormalExits() > 0) await sweepLocalSandboxes(config);
       // Workers still winding down (the queues are gone) do not hold this process.
       if (launcher instanceof LocalLauncher) launcher.detach();
     }

@@ -82,6 +82,7 @@ export class LocalLauncher implements FleetLauncher {
   private failure?: string;
   private readonly children = new Map<string, ChildProcess>();
   private started = 0;
+  private abnormal = 0;
 
   constructor(private readonly o: LocalLauncherOptions) {}
 
@@ -101,8 +102,9 @@ export class LocalLauncher implements FleetLauncher {
       // The pipe only signals the controller's life; nothing is written to it.
       child.stdin!.on('error', () => {});
       this.children.set(name, child);
-      child.once('exit', (code) => {
+      child.once('exit', (code, signal) => {
         this.children.delete(name);
+        if (code !== 0 || signal !== null) this.abnormal++;
         if (code !== 0 && code !== null) {
           const last = tailOf(logFile).trim().split('\n').pop() ?? '';
           this.failure = `${name} exited with ${code}: ${last.replace(/^\S+Z /, '')} (log: ${logFile})`;
@@ -131,6 +133,11 @@ export class LocalLauncher implements FleetLauncher {
 
   lastFailure(): string | undefined {
     return this.failure;
+  }
+
+  /** Workers that exited with an error or were killed: they may have left sandboxes behind. */
+  abnormalExits(): number {
+    return this.abnormal;
   }
 
   /** Process ids of the running workers (tests and the events log name them). */
