@@ -14,6 +14,7 @@ import { buildSampleOptions } from '../eval/sample-options.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
 import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
+import { WORKER_LIMITS_HELP } from '../fleet/launcher.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
@@ -100,7 +101,7 @@ export function registerRunCommands(program: Command): void {
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
     });
-  addFleetOptions(run.commands.find((c) => c.name() === 'eval')!);
+  addFleetOptions(run.commands.find((c) => c.name() === 'eval')!).addHelpText('after', WORKER_LIMITS_HELP);
   addRemoteSandboxOptions(run.commands.find((c) => c.name() === 'eval')!, true).addHelpText(
     'after',
     `Remote sandbox examples:\n${REMOTE_SANDBOX_EXAMPLES}${REMOTE_SANDBOX_NOTES}`,

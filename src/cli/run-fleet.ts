@@ -105,7 +105,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { flags, config } = input;
   const workers = flags.ec2 ? 'ec2' : (flags.workers ?? 'ec2');
   if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
-  const { parseWorkersSpec, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
+  const { parseWorkersSpec, fleetWorkerCount, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
   const spec = parseWorkersSpec(workers);
   if (flags.spot && flags.onDemand) throw new ConfigError('--spot and --on-demand exclude each other');
   if (spec.kind !== 'ec2' && (flags.spot || flags.onDemand || flags.concurrency !== undefined || flags.price !== undefined)) {
@@ -172,7 +172,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   // Workers elsewhere get the keys through the fleet's SSM parameters; local ones inherit this environment.
   const { fleetSecretsFromConfig, fleetSecretsPath, replaceFleetSecrets, deleteFleetSecrets } = await import('../fleet/secrets.js');
   const secrets = spec.kind === 'local' ? undefined : fleetSecretsFromConfig(config);
-  const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
+  const workerCount = fleetWorkerCount(spec, { maxWorkers, fromFlag: flags.maxWorkers !== undefined });
   const base: Omit<Manifest, 'fleet_id' | 'created'> = {
     version: PROTOCOL_VERSION,
     task_name: input.taskName,
