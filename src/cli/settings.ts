@@ -226,7 +226,7 @@ function defaultSettingLine(registry: SettingsRegistry): string {
   const names = registry.names();
   return (
     `note: default_setting is "${name}", which is not a registered setting (not in ${CONFIG_FILE} or ${LOCAL_CONFIG_FILE}); ` +
-    `\`ct settings pull\` without a NAME and \`ct run fleet -e ENV\` without a SETTING: prefix need it. ` +
+    `\`ct settings pull\` without a NAME and \`ct run eval --fleet -e ENV\` without a SETTING: prefix need it. ` +
     `Register it with \`ct settings add ${name} REPO\`${names.length ? `, or set default_setting to one of: ${names.join(', ')}` : ''}.`
   );
 }

@@ -206,7 +206,7 @@ describe('settings pull', () => {
     assert.ok(
       r.stdout.includes(
         'note: default_setting is "linuxarena-private", which is not a registered setting (not in ct.config.yml or ct.config.local.yml); ' +
-          '`ct settings pull` without a NAME and `ct run fleet -e ENV` without a SETTING: prefix need it. ' +
+          '`ct settings pull` without a NAME and `ct run eval --fleet -e ENV` without a SETTING: prefix need it. ' +
           'Register it with `ct settings add linuxarena-private REPO`, or set default_setting to one of: demo.',
       ),
       show(r),
