@@ -9,6 +9,7 @@ import { ModelRegistry } from '../models/model-registry.js';
 import { checkPriced } from '../mtgen/budget.js';
 import { passRateText } from '../mtgen/filter.js';
 import { resolveEnvironment, runPipeline, type PipelineOutcome } from '../mtgen/pipeline.js';
+import { runProgress, type RunProgress } from '../mtgen/progress.js';
 import { RunState } from '../mtgen/state.js';
 import { STATE_VERSION, type RunOptions } from '../mtgen/types.js';
 import { createPolicy } from '../policies/registry.js';
@@ -102,8 +103,12 @@ export function registerMtgenCommands(program: Command): void {
     .action((flags: { runDir: string; json?: boolean }) => {
       const state = RunState.load(resolve(flags.runDir));
       const s = state.data;
+      const progress = runProgress(s);
+      const pid = state.workingPid();
       if (flags.json) {
-        process.stdout.write(`${JSON.stringify({ runDir: state.dir, ...s, spentUsd: state.spentUsd() }, null, 2)}\n`);
+        const { done, ...rest } = progress;
+        const out = { runDir: state.dir, ...s, done, ...rest, ...(pid !== undefined ? { workingPid: pid } : {}), spentUsd: state.spentUsd() };
+        process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
         return;
       }
       const head = ['candidate', 'stage', 'pass rate', 'cost', 'reason'];
@@ -111,7 +116,9 @@ export function registerMtgenCommands(program: Command): void {
       const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
       const fmt = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
       const out = [
-        `run ${s.runId}: ${s.env}, side task ${s.sideTask}; stages done: ${s.done.join(', ') || 'none'}`,
+        `run ${s.runId}: ${s.env}, side task ${s.sideTask}`,
+        `state: ${stateLine(state, progress, pid)}`,
+        `stages done: ${progress.done.join(', ') || 'none'}`,
         ...(s.candidates.length ? [fmt(head), ...rows.map(fmt)] : ['no candidates yet']),
         `spent: $${state.spentUsd().toFixed(4)}${s.options.budgetUsd !== undefined ? ` of $${s.options.budgetUsd.toFixed(2)}` : ''}`,
         ...(s.stoppedBecause ? [`stopped: ${s.stoppedBecause}`] : []),
@@ -119,6 +126,25 @@ export function registerMtgenCommands(program: Command): void {
       process.stdout.write(`${out.join('\n')}\n`);
     });
 }
+
+/** One line: finished (with the verdicts), running, or where it stopped and how to continue. */
+function stateLine(state: RunState, progress: RunProgress, pid: number | undefined): string {
+  const resume = `ct run mtgen live-run --run-dir ${state.dir}`;
+  if (pid !== undefined) return `running (ct process ${pid}), at ${progress.next ?? 'report'}`;
+  if (!progress.finished) {
+    const how = state.data.stoppedBecause ? `${resume} --budget <USD> (a higher budget)` : resume;
+    return `not finished, next stage ${progress.next}; continue with: ${how}`;
+  }
+  const verdicts = FINAL_VERDICTS.map((v) => [v, state.data.candidates.filter((c) => c.stage === v).length] as const)
+    .filter(([, n]) => n > 0)
+    .map(([v, n]) => `${n} ${v === 'kept' ? 'kept (not promoted)' : v}`);
+  const line = `finished: ${state.data.candidates.length} candidate(s)${verdicts.length ? `: ${verdicts.join(', ')}` : ''}`;
+  if (!progress.notPromoted.length) return line;
+  return `${line}; promote ${progress.notPromoted.join(', ')} with: ${resume} --yes`;
+}
+
+/** The stages a finished run's candidates end in, in the order the summary names them. */
+const FINAL_VERDICTS = ['promoted', 'kept', 'rejected', 'filtered', 'skipped'] as const;
 
 function addCommonOptions(cmd: Command): Command {
   return cmd

@@ -11,6 +11,7 @@ import { RunSession } from '../eval/run-session.js';
 import { MAX_SAMPLE_EPOCHS, runEval, type RunEvalResult } from '../eval/runner.js';
 import type { SampleTally } from '../eval/sample-tally.js';
 import { buildSampleOptions } from '../eval/sample-options.js';
+import { WORKER_LIMITS_HELP } from '../fleet/launcher.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
 import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
@@ -100,7 +101,7 @@ export function registerRunCommands(program: Command): void {
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
     });
-  addFleetOptions(run.commands.find((c) => c.name() === 'eval')!);
+  addFleetOptions(run.commands.find((c) => c.name() === 'eval')!).addHelpText('after', WORKER_LIMITS_HELP);
   addRemoteSandboxOptions(run.commands.find((c) => c.name() === 'eval')!, true).addHelpText(
     'after',
     `Remote sandbox examples:\n${REMOTE_SANDBOX_EXAMPLES}${REMOTE_SANDBOX_NOTES}`,

@@ -114,7 +114,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { flags, config } = input;
   const workers = flags.ec2 ? 'ec2' : (flags.workers ?? 'ec2');
   if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
-  const { parseWorkersSpec, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
+  const { parseWorkersSpec, fleetWorkerCount, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
   const spec = parseWorkersSpec(workers);
   if (flags.spot && flags.onDemand) throw new ConfigError('--spot and --on-demand exclude each other');
   if (spec.kind !== 'ec2' && (flags.spot || flags.onDemand || flags.concurrency !== undefined || flags.price !== undefined)) {
@@ -138,7 +138,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   let ec2Plan: Awaited<ReturnType<typeof planEc2>> | undefined;
   if (spec.kind === 'ec2') ec2Plan = await planEc2(config);
   const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
-  const workerCount = spec.kind === 'local' ? Math.min(spec.count, maxWorkers) : maxWorkers;
+  const workerCount = fleetWorkerCount(spec, { maxWorkers, fromFlag: flags.maxWorkers !== undefined });
   // Samples each worker runs at once. Local workers share this machine: together they take what
   // one local run would (defaultMaxSamples), not N times it.
   const perWorker =

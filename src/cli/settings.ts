@@ -215,6 +215,18 @@ function formatStatus(rows: SettingStatus[], ctx: Context): string {
     if (r.changes.length > 20) out.push(`  ... ${r.changes.length - 20} more`);
   }
   if (rows.some((r) => !r.registered)) out.push('', `* not in ${CONFIG_FILE} or ${LOCAL_CONFIG_FILE}`);
-  out.push('', `default setting: ${ctx.registry.defaultSetting}`);
+  out.push('', defaultSettingLine(ctx.registry));
   return `${out.join('\n')}\n`;
+}
+
+/** The default setting when it is registered; otherwise a note that it is not, and what that breaks. */
+function defaultSettingLine(registry: SettingsRegistry): string {
+  const name = registry.defaultSetting;
+  if (registry.has(name)) return `default setting: ${name}`;
+  const names = registry.names();
+  return (
+    `note: default_setting is "${name}", which is not a registered setting (not in ${CONFIG_FILE} or ${LOCAL_CONFIG_FILE}); ` +
+    `\`ct settings pull\` without a NAME and \`ct run eval --fleet -e ENV\` without a SETTING: prefix need it. ` +
+    `Register it with \`ct settings add ${name} REPO\`${names.length ? `, or set default_setting to one of: ${names.join(', ')}` : ''}.`
+  );
 }

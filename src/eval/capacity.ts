@@ -10,9 +10,14 @@ const MEMORY_PER_SAMPLE = 1024 ** 3;
  * limits the process actually runs under (containers, CI runners), not just the machine's totals.
  */
 export function defaultMaxSamples(): number {
-  const cpus = Math.min(availableParallelism(), cgroupCpus() ?? Infinity);
+  const cpus = availableCpus();
   const mem = Math.min(freemem(), cgroupMemory() ?? totalmem());
   return Math.max(1, Math.min(Math.floor(cpus * 2), Math.floor(mem / MEMORY_PER_SAMPLE)));
+}
+
+/** CPUs this process may use: the machine's, or fewer under a cgroup CPU limit. */
+export function availableCpus(): number {
+  return Math.min(availableParallelism(), cgroupCpus() ?? Infinity);
 }
 
 function read(path: string): string | undefined {

@@ -38,7 +38,8 @@ export function evalSpec(o: EvalSpecInput): EvalSpec {
   return {
     eval_id: shortUuid(),
     run_id: shortUuid(),
-    created: isoTimestamp(),
+    // Whole seconds, as Inspect writes it: the log's name begins with it.
+    created: isoTimestamp(new Date(), 'seconds'),
     task: o.taskName,
     task_id: taskId,
     task_version: 0,

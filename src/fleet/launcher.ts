@@ -13,6 +13,7 @@ import { closeSync, mkdirSync, openSync, readSync, fstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
+import { availableCpus } from '../eval/capacity.js';
 import type { WorkerLauncher } from './types.js';
 
 /** A launcher as the controller uses it. */
@@ -32,9 +33,62 @@ export type WorkersSpec = { kind: 'local'; count: number } | { kind: 'external' 
 export function parseWorkersSpec(value: string): WorkersSpec {
   if (value === 'external') return { kind: 'external' };
   if (value === 'ec2') return { kind: 'ec2' };
-  const m = /^local:([1-9][0-9]{0,2})$/.exec(value);
+  // Any count parses; whether it may run is `fleetWorkerCount`'s to say, naming the limit.
+  const m = /^local:([1-9][0-9]{0,5})$/.exec(value);
   if (m) return { kind: 'local', count: Number(m[1]) };
-  throw new ConfigError(`--workers ${value}: expected local:N (N from 1 to 999 worker processes on this machine), external, or ec2`);
+  throw new ConfigError(`--workers ${value}: expected local:N (N worker processes on this machine, 1 or more), external, or ec2`);
+}
+
+/**
+ * Local worker processes per CPU at most. Each worker already runs `--max-samples` samples at
+ * once (fleet.samples_per_worker); past a few processes per CPU, more of them add memory and
+ * Docker load on this one machine, not throughput.
+ */
+export const LOCAL_WORKERS_PER_CPU = 4;
+
+/** `ct run eval --help`: how many workers a fleet may have, and what happens past that. */
+export const WORKER_LIMITS_HELP =
+  'Fleet worker limits:\n' +
+  '  --workers local:N starts exactly N worker processes here. N above --max-workers (fleet.max_workers,\n' +
+  `  CT_FLEET_MAX_WORKERS) or above ${LOCAL_WORKERS_PER_CPU} per CPU of this machine is refused (exit 2), never cut down:\n` +
+  '  raise --max-workers, or --max-samples (samples each worker runs at once), or run workers on other\n' +
+  '  machines (--workers external, --ec2). EC2 workers: as many as the backlog needs, at most --max-workers.\n';
+
+export interface WorkerLimits {
+  /** The run's limit: --max-workers, else fleet.max_workers. */
+  maxWorkers: number;
+  /** The limit came from --max-workers (else from fleet.max_workers), for the message. */
+  fromFlag: boolean;
+  /** This machine's CPUs; default: those this process may use (cgroup limits included). */
+  cpus?: number;
+}
+
+/**
+ * The workers a fleet runs at most. `local:N` runs exactly N: more than the run's limit, or more
+ * than LOCAL_WORKERS_PER_CPU per CPU here, is a ConfigError (exit 2) naming the limit and what
+ * raises it, so a run never gets fewer workers than it asked for without saying so. External
+ * and EC2 workers: the limit (EC2 launches only what the backlog needs).
+ */
+export function fleetWorkerCount(spec: WorkersSpec, limits: WorkerLimits): number {
+  if (spec.kind !== 'local') return limits.maxWorkers;
+  const n = spec.count;
+  if (n > limits.maxWorkers) {
+    throw new ConfigError(
+      limits.fromFlag
+        ? `--workers local:${n} asks for ${n} worker processes, more than --max-workers ${limits.maxWorkers}; ask for fewer, or raise --max-workers to ${n}`
+        : `--workers local:${n} asks for ${n} worker processes, more than the limit of ${limits.maxWorkers} (fleet.max_workers); ` +
+            `ask for fewer, or raise the limit: --max-workers ${n}, fleet.max_workers in ct.config.yml, or CT_FLEET_MAX_WORKERS`,
+    );
+  }
+  const cpus = limits.cpus ?? availableCpus();
+  const bound = Math.max(1, Math.floor(cpus * LOCAL_WORKERS_PER_CPU));
+  if (n > bound) {
+    throw new ConfigError(
+      `--workers local:${n} asks for ${n} worker processes on this machine, which has ${cpus} CPU(s): at most ${bound} local workers (${LOCAL_WORKERS_PER_CPU} per CPU). ` +
+        'Each worker runs --max-samples samples at once: raise that for more at once here, or run workers on other machines (--workers external, or --ec2)',
+    );
+  }
+  return n;
 }
 
 /**

@@ -4,7 +4,8 @@
  * downloaded ahead, and only a small row per sample (for the summary printed at the end) is kept.
  *
  * The merged log is written to `<log_dir>/fleet/<fleet_id>/merging.eval` and renamed into the
- * log dir under a name fixed by the fleet (its manifest's creation time), so a controller killed
+ * log dir under the name every log gets (`evalLogFileName`, Inspect's `{created}_{task}_{id}`),
+ * which the fleet fixes: its manifest's creation time and its task id. So a controller killed
  * while merging leaves no partial log in the log dir, and a resumed one replaces, never adds.
  */
 import { mkdir, rename, rm } from 'node:fs/promises';

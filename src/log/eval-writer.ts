@@ -30,6 +30,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringifyInspectJson } from './inspect-json.js';
+import { inSecondsForm, oneSecondLater } from './timestamps.js';
 import { ResultsAccumulator, UsageAccumulator, type ScoredSample, type UsageHolder } from './metrics.js';
 import { sampleSummary } from './sample-summary.js';
 import {
@@ -61,12 +62,19 @@ export function sampleMemberName(id: string | number, epoch: number): string {
 }
 
 /**
+ * The name of every log ct writes into a log dir (a local run's, a fleet's merged log):
  * `{created}_{task}_{task_id}.eval`, as Inspect names logs (`eval_log_name`): the task without its
- * package prefix (`pkg/task` -> `task`), and `_ / : +` inside each part replaced by `-`.
+ * package prefix (`pkg/task` -> `task`), and `_ / : +` inside each part replaced by `-`. `created`
+ * is taken in the form Inspect writes its own (whole seconds, `+00:00` for UTC), so every log's
+ * name has one form whichever process wrote it, and logs sort by their start.
  */
 export function evalLogFileName(spec: Pick<EvalSpec, 'created' | 'task' | 'task_id'>): string {
-  return `${cleanFileNamePart(spec.created)}_${cleanFileNamePart(unqualifiedTaskName(spec.task))}_${cleanFileNamePart(spec.task_id)}.eval`;
+  const parts = [inSecondsForm(spec.created), unqualifiedTaskName(spec.task), spec.task_id];
+  return `${parts.map(cleanFileNamePart).join('_')}.eval`;
 }
+
+/** Names tried for a new log before giving up: Inspect's limit too. */
+const MAX_NAME_ATTEMPTS = 60;
 
 function cleanFileNamePart(part: string): string {
   return part.replace(/[_/:+]/g, '-');
@@ -86,7 +94,11 @@ export interface EvalLogWriterOptions {
   logDir: string;
   spec: EvalSpec;
   plan: EvalPlan;
-  /** Default: `evalLogFileName(spec)`. An existing file is an error, never overwritten. */
+  /**
+   * An existing file is an error, never overwritten. Default: `evalLogFileName(spec)`; when that
+   * name is taken (a run of the same samples started in the same second), `created` moves on a
+   * second at a time until it is free, as Inspect does.
+   */
   fileName?: string;
   /**
    * The longest a written sample waits before readers see it (default
@@ -146,12 +158,19 @@ export class EvalLogWriter {
     const checkpointSeconds = options.checkpointSeconds ?? DEFAULT_CHECKPOINT_SECONDS;
     if (!(checkpointSeconds >= 0)) throw new RangeError(`checkpointSeconds must be >= 0, got ${checkpointSeconds}`);
     await mkdir(options.logDir, { recursive: true });
-    const path = join(options.logDir, options.fileName ?? evalLogFileName(options.spec));
-    const start: LogStart = { version: LOG_SCHEMA_VERSION, eval: options.spec, plan: options.plan };
-    const startEntry = await prepareZipEntry(START_MEMBER, stringifyInspectJson(start));
-    const zip = await ZipAppender.create(path);
+    let spec = options.spec;
+    let zip: ZipAppender | undefined;
+    for (let attempt = 1; !zip; attempt++) {
+      try {
+        zip = await ZipAppender.create(join(options.logDir, options.fileName ?? evalLogFileName(spec)));
+      } catch (err) {
+        if (options.fileName !== undefined || (err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= MAX_NAME_ATTEMPTS) throw err;
+        spec = { ...spec, created: oneSecondLater(spec.created) };
+      }
+    }
+    const start: LogStart = { version: LOG_SCHEMA_VERSION, eval: spec, plan: options.plan };
     try {
-      await zip.append([startEntry]);
+      await zip.append([await prepareZipEntry(START_MEMBER, stringifyInspectJson(start))]);
     } catch (err) {
       await zip.close();
       throw err;

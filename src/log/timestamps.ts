@@ -12,3 +12,21 @@ export function isoTimestamp(date: Date = new Date(), precision: 'seconds' | 'mi
   const seconds = iso.slice(0, 19);
   return precision === 'seconds' ? `${seconds}+00:00` : `${seconds}.${iso.slice(20, 23)}000+00:00`;
 }
+
+/**
+ * An ISO 8601 `created` in the form Inspect writes its own (`iso_now()`): whole seconds, the
+ * offset kept, `Z` written `+00:00`. What is not an ISO timestamp comes back unchanged.
+ */
+export function inSecondsForm(created: string): string {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$/.exec(created);
+  if (!m) return created;
+  const offset = m[2] === undefined ? '' : /^z$/i.test(m[2]) ? '+00:00' : m[2];
+  return `${m[1]}${offset}`;
+}
+
+/** `created` one second later, in the seconds form (UTC): Inspect's step when a log's name is taken. */
+export function oneSecondLater(created: string): string {
+  const t = Date.parse(created);
+  if (Number.isNaN(t)) throw new RangeError(`not an ISO 8601 timestamp: ${created}`);
+  return isoTimestamp(new Date(Math.floor(t / 1000) * 1000 + 1000), 'seconds');
+}

@@ -56,6 +56,8 @@ export async function runPipeline(p: PipelineInput): Promise<PipelineOutcome> {
   const policy = await createPolicy('honest', policyArgs, { models: registry, cwd: process.cwd() });
   checkPriced(s.options.budgetUsd, [model.name, policy.model ?? model.name]);
   delete s.stoppedBecause;
+  // `report` marks a finished run; this run may change candidates, so it is recorded again at its end.
+  s.done = s.done.filter((stage) => stage !== 'report');
   state.save();
 
   // Until a sandbox session takes the signals over (it stops its samples cleanly), Ctrl-C or
@@ -174,6 +176,8 @@ export async function runPipeline(p: PipelineInput): Promise<PipelineOutcome> {
       }
     }
     const report = writeReport(state);
+    s.done.push('report');
+    state.save();
     return { status: 'finished', report, promoted };
   } catch (e) {
     if (e instanceof BudgetExceededError) {

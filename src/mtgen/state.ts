@@ -57,16 +57,25 @@ export class RunState {
    */
   lock(): () => void {
     const file = join(this.dir, LOCK_FILE);
-    if (existsSync(file)) {
-      const pid = Number(readFileSync(file, 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
-        throw new ConfigError(`another ct process (pid ${pid}) is working on ${this.dir}; wait for it or stop it, then run live-run again`);
-      }
+    const pid = this.workingPid();
+    if (pid !== undefined && pid !== process.pid) {
+      throw new ConfigError(`another ct process (pid ${pid}) is working on ${this.dir}; wait for it or stop it, then run live-run again`);
     }
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, `${process.pid}\n`);
     renameSync(tmp, file);
     return () => rmSync(file, { force: true });
+  }
+
+  /** The pid of the live process holding the run's lock, if any. */
+  workingPid(): number | undefined {
+    let pid: number;
+    try {
+      pid = Number(readFileSync(join(this.dir, LOCK_FILE), 'utf8').trim());
+    } catch {
+      return undefined; // no lock: nobody is working on the run
+    }
+    return Number.isInteger(pid) && pid > 0 && processAlive(pid) ? pid : undefined;
   }
 
   /** Writes the state atomically (temp file + rename). */

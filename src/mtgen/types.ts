@@ -110,7 +110,10 @@ export const stateSchema = z.object({
   sideTask: z.string(),
   createdAt: z.string(),
   options: runOptionsSchema,
-  /** Run-wide stages finished (gather, ideate, filter, promote, report). */
+  /**
+   * Stages that leave no other trace: gather, ideate, and report (the run finished). The other
+   * stages are read from the candidates' stages (`runProgress` in progress.ts).
+   */
   done: z.array(z.enum(RUN_STAGES)),
   candidates: z.array(candidateSchema),
   usage: z.array(usageSchema),

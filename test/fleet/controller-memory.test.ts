@@ -4,9 +4,9 @@
  * what a resume does. The workers here are scripted: they act on the queue as real workers do.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { inspectFleet, runFleet, type RunFleetOptions } from '../../src/fleet/controller.js';
 import { FleetEventsLog } from '../../src/fleet/events-log.js';
@@ -153,6 +153,11 @@ describe('fleet controller (in-memory queue and store)', () => {
     assert.equal(r2.enqueued, 0);
     assert.equal(launcher2.started, 0);
     assert.equal(r2.merge!.path, r.merge!.path, 'the same merged log is replaced');
+    // Named as Inspect names a log (and as a local run names its own): the manifest's creation
+    // time at whole seconds, the task, the task id; fixed by the fleet, so a resume replaces it.
+    const { spec } = fleetLogHeader(m, 'test');
+    assert.equal(basename(r.merge!.path), `2026-01-01T00-00-00-00-00_mem_${spec.task_id}.eval`);
+    assert.deepEqual(readdirSync(logDir).filter((f) => f.endsWith('.eval')), [basename(r.merge!.path)]);
 
     // Rerun (retrying errors, the default) once the cause is fixed: only the dead job runs again, and the log holds its new result.
     const third = await inspectFleet(store, m);

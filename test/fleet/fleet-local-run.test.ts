@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { onlyLog, runCt } from '../helpers/cli.js';
 import { FAKE_AWS, ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
@@ -44,6 +44,8 @@ describe('ct run eval --fleet --workers local:2 against moto and Docker', () => 
     assert.match(r.stdout, /20 job\(s\) enqueued, 2 worker\(s\) launched/);
     assert.match(r.stdout, /success: 20 sample\(s\); main task 10\/20 \(50%\)/);
     assert.match(r.stderr, /\[20\/20\] done 20, failed 0, in flight 0, workers \d, elapsed \d+:\d\d, cost \$0\.00/, 'periodic lines when not a TTY; nothing in flight at the end');
+    // Named as Inspect names a log, like a local run's: `{created}_{task}_{task id}.eval`, whole seconds.
+    assert.match(basename(onlyLog(logDir)), /^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-00-00_[^_]+_[2-9A-HJ-NP-Za-km-z]{22}\.eval$/);
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.equal(log!.status, 'success');
     const keys = log!.samples.map((s) => `${s.id}#${s.epoch}`);

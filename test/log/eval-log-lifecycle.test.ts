@@ -203,12 +203,16 @@ describe('log lifecycle', () => {
     assert.deepEqual(log.samples?.map((s) => [s.id, s.epoch]), [[1, 1], [1, 2]]);
   });
 
-  test('the writer refuses sample ids the viewer cannot address, and an existing file', async () => {
+  test('the writer refuses sample ids the viewer cannot address, and never overwrites an existing file', async () => {
     const spec = makeSpec();
     const writer = await EvalLogWriter.create({ logDir: join(dir, 'ids'), spec, plan: makePlan() });
     await assert.rejects(writer.addSample(makeSample({ id: 'a/b' })), /cannot contain/);
     await assert.rejects(writer.addSample(makeSample({ id: 'x_epoch_2' })), /cannot contain/);
-    await assert.rejects(EvalLogWriter.create({ logDir: join(dir, 'ids'), spec, plan: makePlan() }), /EEXIST/);
-    await writer.close();
+    const named = await EvalLogWriter.create({ logDir: join(dir, 'ids'), spec, plan: makePlan(), fileName: 'fixed.eval' });
+    await assert.rejects(EvalLogWriter.create({ logDir: join(dir, 'ids'), spec, plan: makePlan(), fileName: 'fixed.eval' }), /EEXIST/);
+    // Under its default name, a second log of the same spec is named a second later.
+    const second = await EvalLogWriter.create({ logDir: join(dir, 'ids'), spec, plan: makePlan() });
+    assert.notEqual(second.path, writer.path);
+    await Promise.all([writer.close(), named.close(), second.close()]);
   });
 });

@@ -196,6 +196,29 @@ describe('settings pull', () => {
     assert.deepEqual(lockOf(project), {});
   });
 
+  test('status names the default setting only when it is registered; an unregistered default_setting is a note, not a row', async () => {
+    const project = makeProject({ settings: { demo: { repo: repo.bare, ref: 'v1' } } });
+    const r = await ct(project, ['settings', 'status']);
+    assert.equal(r.code, 0, show(r));
+    const lines = r.stdout.split('\n');
+    assert.deepEqual(lines.filter((l) => /^\S+\s+(v1|HEAD|-)\s/.test(l)).map((l) => l.split(/\s+/)[0]), ['demo']);
+    assert.doesNotMatch(r.stdout, /default setting:/);
+    assert.ok(
+      r.stdout.includes(
+        'note: default_setting is "linuxarena-private", which is not a registered setting (not in ct.config.yml or ct.config.local.yml); ' +
+          '`ct settings pull` without a NAME and `ct run eval --fleet -e ENV` without a SETTING: prefix need it. ' +
+          'Register it with `ct settings add linuxarena-private REPO`, or set default_setting to one of: demo.',
+      ),
+      show(r),
+    );
+
+    const registered = makeProject({ default_setting: 'demo', settings: { demo: { repo: repo.bare, ref: 'v1' } } });
+    const ok = await ct(registered, ['settings', 'status']);
+    assert.equal(ok.code, 0, show(ok));
+    assert.match(ok.stdout, /^default setting: demo$/m);
+    assert.doesNotMatch(ok.stdout, /note:/);
+  });
+
   test('a pull of a ref that does not exist fails, naming the refs there are, and leaves the old checkout intact', async () => {
     const project = makeProject({ settings: { demo: { repo: repo.bare, ref: 'v1' } } });
     assert.equal((await ct(project, ['settings', 'pull', 'demo'])).code, 0);
