@@ -4,13 +4,12 @@ import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { checkRunDirs } from '../config/run-dirs.js';
 import { ConfigError } from '../errors.js';
-import { defaultMaxSamples } from '../eval/capacity.js';
 import { createProgress, type FinishedSample } from '../eval/progress.js';
 import { errorExcerpt } from '../eval/error-excerpt.js';
 import { RunSession } from '../eval/run-session.js';
 import { MAX_SAMPLE_EPOCHS, runEval, type RunEvalResult } from '../eval/runner.js';
 import type { SampleTally } from '../eval/sample-tally.js';
-import { buildSampleOptions } from '../eval/sample-options.js';
+import { compileRun, type FleetPlan, type RunFlags, type RunPlan } from '../eval/run-plan.js';
 import { WORKER_LIMITS_HELP } from '../fleet/launcher.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
@@ -19,11 +18,11 @@ import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
-import { addFleetOptions, checkNoFleetFlags, isFleetRun, runFleetCommand, type FleetFlags } from './run-fleet.js';
+import { addFleetOptions, runFleetCommand } from './run-fleet.js';
 import { formatScoreTotals } from './score-totals.js';
 import { ctVersion } from './version.js';
 
-interface RunEvalFlags extends FleetFlags {
+interface RunEvalFlags extends RunFlags {
   env: string[];
   mainTask: string[];
   sideTask: string[];
@@ -139,37 +138,31 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
         'Lower --epochs (or select fewer samples with --limit), or split the work into several runs.',
     );
   }
-  const policyArgs = { ...flags.policyArg };
-  if (flags.trajectory) {
-    const [file, id] = flags.trajectory.split('#', 2);
-    policyArgs.trajectory = file!;
-    if (id) policyArgs.sample_id = id;
-  }
-  if (flags.trajectory && flags.policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
+  // Every flag resolved once: the local runner and the fleet controller read this plan.
+  const plan = compileRun(config, flags);
   // Fleet runs also import module:export policies from the --extra-src trees, as their workers do.
   const importRoots = [process.cwd(), ...flags.extraSrc.map((d) => resolve(d))];
-  const policy = await createPolicy(flags.policy, policyArgs, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
+  const policy = await createPolicy(plan.policy.name, plan.policy.args, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
   checkPolicyFitsSamples(policy, samples);
-  if (isFleetRun(flags)) {
-    return runFleetCommand({ flags, config, samples, epochs: flags.epochs, policy, policyArgs, taskName: taskName(flags), sampleOptions: buildSampleOptions(config, flags), ...(flags.maxSamples !== undefined ? { maxSamples: flags.maxSamples } : {}), version: ctVersion(), argv: process.argv, envFlags: flags.env });
+  if (plan.fleet) {
+    return runFleetCommand({ flags, plan: plan as RunPlan & { fleet: FleetPlan }, config, samples, policy, version: ctVersion(), argv: process.argv, envFlags: flags.env });
   }
-  checkNoFleetFlags(flags);
 
   const progress = createProgress(process.stderr, flags.quiet);
   const session = await RunSession.open({ config, sandbox: flags.sandbox, importRoots, note: (m) => progress.note(m) });
   let result: RunEvalResult;
   try {
     result = await runEval({
-      taskName: taskName(flags),
+      taskName: plan.taskName,
       samples,
-      epochs: flags.epochs,
-      maxSamples: flags.maxSamples ?? defaultMaxSamples(),
+      epochs: plan.epochs,
+      maxSamples: plan.maxSamples,
       session,
       policy,
-      policyArgs,
+      policyArgs: plan.policy.args,
       ...(policy.model ? { model: policy.model } : {}),
-      sampleOptions: buildSampleOptions(config, flags),
-      logDir: config.log_dir,
+      sampleOptions: plan.sampleOptions,
+      logDir: plan.logDir,
       version: ctVersion(),
       progress,
       // --json prints every sample; the table has a row each only in a small run.
@@ -200,11 +193,6 @@ function modelRoleOverrides(roles: Record<string, string>): Record<string, strin
     out[`models.aliases.${role}`] = model.trim();
   }
   return out;
-}
-
-function taskName(flags: RunEvalFlags): string {
-  if (flags.taskFile) return basename(flags.taskFile).replace(/\.(jsonl|txt)$/, '');
-  return flags.env.map((e) => e.split(':').pop()).join('+') || 'ct';
 }
 
 /** Up to this many sample-epochs, the summary has a row each; past it, a row per sample over its epochs. */

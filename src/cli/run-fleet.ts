@@ -1,6 +1,6 @@
 /**
  * `ct run eval --fleet` / `--ec2`: the fleet flags of `ct run eval` and the controller command.
- * run-eval.ts adds the flags (`addFleetOptions`) and hands over when `isFleetRun(flags)`.
+ * run-eval.ts adds the flags (`addFleetOptions`) and hands over when the compiled plan is a fleet's.
  */
 import { errorExcerpt } from '../eval/error-excerpt.js';
 import { existsSync } from 'node:fs';
@@ -11,8 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
-import { resultOptions, type SampleOptions } from '../eval/sample-options.js';
-import { defaultMaxSamples } from '../eval/capacity.js';
+import { planIdInputs, type FleetPlan, type RunPlan } from '../eval/run-plan.js';
 import { emptyFleetState } from '../fleet/controller.js';
 import { mergedLogPath } from '../fleet/merge-results.js';
 import { fleetLogHeader } from '../fleet/one-sample-log.js';
@@ -22,23 +21,6 @@ import type { Sample } from '../tasks/types.js';
 import { collect, positiveInt, positiveNumber } from './parse.js';
 import { scoreTotals } from './score-totals.js';
 
-export interface FleetFlags {
-  fleet?: boolean;
-  ec2?: boolean;
-  workers?: string;
-  maxWorkers?: number;
-  estimate?: boolean;
-  yes?: boolean;
-  newFleet?: boolean;
-  extraSrc: string[];
-  workerSetup?: string;
-  price?: number;
-  spot?: boolean;
-  onDemand?: boolean;
-  concurrency?: number;
-  /** `--no-retry-errors` sets it false: a rerun keeps its error results. */
-  retryErrors?: boolean;
-}
 
 /** The fleet flags of `ct run eval`. */
 export function addFleetOptions(cmd: Command): Command {
@@ -66,39 +48,14 @@ export function addFleetOptions(cmd: Command): Command {
     );
 }
 
-export function isFleetRun(flags: FleetFlags): boolean {
-  return Boolean(flags.fleet || flags.ec2);
-}
-
-/** Fleet flags given without --fleet are refused rather than ignored. */
-export function checkNoFleetFlags(flags: FleetFlags): void {
-  const given = [
-    flags.workers !== undefined && '--workers',
-    flags.maxWorkers !== undefined && '--max-workers',
-    flags.estimate && '--estimate',
-    flags.newFleet && '--new-fleet',
-    flags.extraSrc.length > 0 && '--extra-src',
-    flags.workerSetup !== undefined && '--worker-setup',
-    flags.price !== undefined && '--price',
-    flags.spot && '--spot',
-    flags.onDemand && '--on-demand',
-    flags.concurrency !== undefined && '--concurrency',
-    flags.retryErrors === false && '--no-retry-errors',
-  ].filter(Boolean);
-  if (given.length) throw new ConfigError(`${given.join(', ')} only apply to fleet runs; add --fleet (or --ec2)`);
-}
-
 export interface FleetRunInput {
-  flags: FleetFlags & { quiet?: boolean; json?: boolean; failOnError: boolean; policy: string; sandbox: string };
+  /** Output only: --quiet, --json. Every other decision is in `plan`. */
+  flags: { quiet?: boolean; json?: boolean };
+  /** The run, compiled once (eval/run-plan.ts). */
+  plan: RunPlan & { fleet: FleetPlan };
   config: Config;
   samples: Sample[];
-  epochs: number;
   policy: Policy;
-  policyArgs: Record<string, string>;
-  taskName: string;
-  sampleOptions: SampleOptions;
-  /** `--max-samples`: samples each worker runs at once (default: a share of this machine for local workers, fleet.samples_per_worker for external ones, the instance's size for EC2). */
-  maxSamples?: number;
   version: string;
   /** The command line, for the resume hint. */
   argv: string[];
@@ -111,51 +68,40 @@ const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 /** Runs the controller; returns the exit code. */
 export async function runFleetCommand(input: FleetRunInput): Promise<number> {
-  const { flags, config } = input;
-  const workers = flags.ec2 ? 'ec2' : (flags.workers ?? 'ec2');
-  if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
-  const { parseWorkersSpec, fleetWorkerCount, LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
-  const spec = parseWorkersSpec(workers);
-  if (flags.spot && flags.onDemand) throw new ConfigError('--spot and --on-demand exclude each other');
-  if (spec.kind !== 'ec2' && (flags.spot || flags.onDemand || flags.concurrency !== undefined || flags.price !== undefined)) {
-    throw new ConfigError('--spot, --on-demand, --concurrency and --price apply to EC2 workers (--ec2 or --workers ec2)');
-  }
+  const { flags, config, plan } = input;
+  const fleet = plan.fleet;
+  const spec = fleet.workers;
+  const { LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
 
   // Everything below is checked before any AWS call: bad input creates nothing.
   const { parseFleetEnvs, pinSettings } = await import('../fleet/settings-pin.js');
   parseFleetEnvs(input.envFlags, config.default_setting);
   const { resolveExtraSrc, packExtraSrc, extraSrcHash, resolveWorkerSetup } = await import('../fleet/extra-src.js');
-  const trees = resolveExtraSrc(flags.extraSrc, process.cwd());
-  const workerSetup = flags.workerSetup !== undefined ? resolveWorkerSetup(flags.workerSetup, trees) : undefined;
+  const trees = resolveExtraSrc(fleet.extraSrc, process.cwd());
+  const workerSetup = fleet.workerSetup !== undefined ? resolveWorkerSetup(fleet.workerSetup, trees) : undefined;
   // A `module:export` sandbox must load here from the same roots workers import it from (the
   // policy was checked the same way); the provider itself is only built on workers.
   const { isExternalSandboxSpec, loadSandboxExport } = await import('../sandbox/external-provider.js');
-  if (isExternalSandboxSpec(flags.sandbox)) await loadSandboxExport(flags.sandbox, [process.cwd(), ...flags.extraSrc.map((d) => resolve(d))]);
+  if (isExternalSandboxSpec(plan.sandbox)) await loadSandboxExport(plan.sandbox, [process.cwd(), ...fleet.extraSrc.map((d) => resolve(d))]);
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
   const packed = trees.map(packExtraSrc);
   // EC2 workers: who is launching, the instance type's size and the AMI, all read-only, all before anything is created.
   let ec2Plan: Awaited<ReturnType<typeof planEc2>> | undefined;
   if (spec.kind === 'ec2') ec2Plan = await planEc2(config);
-  const maxWorkers = flags.maxWorkers ?? config.fleet.max_workers;
-  const workerCount = fleetWorkerCount(spec, { maxWorkers, fromFlag: flags.maxWorkers !== undefined });
-  // Samples each worker runs at once. Local workers share this machine: together they take what
-  // one local run would (defaultMaxSamples), not N times it.
-  const perWorker =
-    spec.kind === 'ec2'
-      ? (flags.concurrency ?? ec2Plan!.concurrency)
-      : (input.maxSamples ?? (spec.kind === 'local' ? Math.max(1, Math.ceil(defaultMaxSamples() / workerCount)) : config.fleet.samples_per_worker));
-  // Spot or on-demand, resolved once: the estimate, the label and the launcher read this.
-  const spot = spec.kind === 'ec2' && (flags.onDemand ? false : flags.spot ? true : config.fleet.spot);
+  const workerCount = fleet.workerCount;
+  // EC2 workers without --concurrency run as many samples as their instance type's size allows.
+  const perWorker = fleet.perWorker ?? ec2Plan!.concurrency;
+  const spot = fleet.spot;
   // The worker-hour price, also before anything is created: a type the table lacks stops here (exit 2).
   const { ec2WorkerPrice } = await import('../fleet/estimate.js');
   const ec2Price =
     spec.kind === 'ec2'
       ? ec2WorkerPrice(config.fleet, {
-          instanceType: config.ec2.instance_type,
+          instanceType: fleet.instanceType!,
           region: config.ec2.region,
           spot,
-          ...(flags.price !== undefined ? { pricePerHour: flags.price } : {}),
+          ...(fleet.pricePerHour !== undefined ? { pricePerHour: fleet.pricePerHour } : {}),
         })
       : undefined;
 
@@ -165,7 +111,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const git = { timeoutSeconds: config.git.timeout, env: process.env };
   const code = await codeSnapshot(CT_ROOT, git);
   if (code.warning) process.stderr.write(`warning: ${code.warning}\n`);
-  const jobs = jobsOf(input.samples, input.epochs);
+  const jobs = jobsOf(input.samples, plan.epochs);
   const settingNames = [...new Set(jobs.map((j) => j.setting))];
   let settings;
   try {
@@ -188,32 +134,31 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const secrets = spec.kind === 'local' ? undefined : fleetSecretsFromConfig(config);
   const base: Omit<Manifest, 'fleet_id' | 'created'> = {
     version: PROTOCOL_VERSION,
-    task_name: input.taskName,
-    epochs: input.epochs,
-    policy: { name: flags.policy, args: input.policyArgs },
+    task_name: plan.taskName,
+    epochs: plan.epochs,
+    policy: plan.policy,
     ...(input.policy.model ? { model: input.policy.model } : {}),
-    sample_options: input.sampleOptions,
+    sample_options: plan.sampleOptions,
     samples_per_worker: perWorker,
-    max_attempts: config.fleet.max_receive_count,
+    max_attempts: fleet.maxAttempts,
     code: { sha: code.sha, kind: code.kind, artifact_key: artifactKey(code.sha) },
     settings,
     extra_src: packed.map((p) => ({ name: p.name, sha256: p.sha256 })),
-    sandbox: { spec: flags.sandbox, ...(workerSetup ? { worker_setup: workerSetup } : {}) },
+    sandbox: { spec: plan.sandbox, ...(workerSetup ? { worker_setup: workerSetup } : {}) },
     jobs,
   };
   const xsHash = extraSrcHash(packed);
+  // The plan names what of the run changes results; the code, settings, samples and shipped trees are added here.
+  const planned = planIdInputs(plan);
   const fleetId = fleetIdOf({
+    ...planned,
     codeSha: code.sha,
-    policy: base.policy,
     ...(base.model ? { model: base.model } : {}),
     sampleIds: input.samples.map((s) => s.id),
-    epochs: input.epochs,
-    sandbox: flags.sandbox,
-    ...(spec.kind === 'ec2' ? { instanceType: config.ec2.instance_type } : {}),
     ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
     ...(xsHash ? { extraSrcHash: xsHash } : {}),
     settings: settings.map((x) => `${x.name}@${x.commit}`),
-    options: { sample_options: resultOptions(input.sampleOptions), settings_of: jobs.map((j) => j.setting) },
+    options: { ...planned.options, settings_of: jobs.map((j) => j.setting) },
   });
   const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
 
@@ -239,11 +184,11 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   try {
     // --new-fleet also reads what is there: its prompt says what it drops.
     const found = await inspectFleet(store, manifest).catch((e: unknown) => {
-      if (flags.newFleet && e instanceof ConfigError) return emptyFleetState();
+      if (fleet.newFleet && e instanceof ConfigError) return emptyFleetState();
       throw e;
     });
-    let state = flags.newFleet ? emptyFleetState() : found;
-    const retried = flags.retryErrors === false ? 0 : state.errors.length;
+    let state = fleet.newFleet ? emptyFleetState() : found;
+    const retried = fleet.retryErrors ? state.errors.length : 0;
     // Same jobs as before: keep the first controller's creation time (it names the merged log).
     if (state.prior) manifest.created = state.prior.created;
     // EC2 workers: as many as the backlog needs at `perWorker` each, at most --max-workers.
@@ -269,7 +214,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     if (retried) out(`retrying ${retried} job(s) whose result is an error (${state.errors.filter((e) => e.kind === 'dead').length} dead-lettered); --no-retry-errors keeps them`);
     else if (state.errors.length) out(`keeping ${state.errors.length} error result(s) (--no-retry-errors)`);
     const priorLog = found.prior ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined;
-    if (flags.newFleet && found.prior) {
+    if (fleet.newFleet && found.prior) {
       out(
         `--new-fleet drops the ${found.done.size} result(s) fleet ${fleetId} already has in s3://${config.fleet.bucket}/${fleetId}/` +
           (priorLog && existsSync(priorLog) ? ` and its merged log ${priorLog}` : '') +
@@ -285,11 +230,11 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
           : 'secrets: no model API key or git token is set here; workers use their own environment',
       );
     }
-    if (flags.estimate) {
+    if (fleet.estimate) {
       if (flags.json) process.stdout.write(`${JSON.stringify(estimateJson(estimate))}\n`);
       return 0;
     }
-    if (!flags.yes) {
+    if (!fleet.yes) {
       if (!process.stdin.isTTY) throw new ConfigError('no terminal to confirm on: pass --yes to start the fleet (or --estimate to only see the estimate)');
       const rl = createInterface({ input: process.stdin, output: process.stderr });
       const answer = await rl.question('Proceed? [y/N] ');
@@ -299,7 +244,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         return 1;
       }
     }
-    if (flags.newFleet) {
+    if (fleet.newFleet) {
       const { deleteFleetObjects } = await import('../fleet/delete-fleet-objects.js');
       await deleteFleetObjects(s3, config.fleet.bucket, fleetId);
       state = emptyFleetState();
@@ -371,7 +316,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         events,
         progress,
         pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
-        retryErrors: flags.retryErrors !== false,
+        retryErrors: fleet.retryErrors,
         resumeCommand,
         signal: ac.signal,
       });

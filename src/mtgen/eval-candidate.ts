@@ -48,7 +48,7 @@ export async function evalCandidate(o: EvalCandidateOptions): Promise<EvalOutcom
     policyArgs: o.policyArgs,
     ...(o.policy.model ? { model: o.policy.model } : {}),
     // A candidate's errors are findings for the filter stage, not a failed run.
-    sampleOptions: { ...o.sampleOptions, failOnError: false },
+    sampleOptions: o.sampleOptions,
     logDir,
     version: o.version,
     progress: o.progress,

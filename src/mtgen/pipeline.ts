@@ -4,7 +4,7 @@ import type { Config } from '../config/config.js';
 import { ConfigError, SampleError, errorMessage } from '../errors.js';
 import { createProgress } from '../eval/progress.js';
 import { RunSession } from '../eval/run-session.js';
-import { buildSampleOptions } from '../eval/sample-options.js';
+import { compileRun } from '../eval/run-plan.js';
 import { ModelRegistry } from '../models/model-registry.js';
 import { createPolicy } from '../policies/registry.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
@@ -138,7 +138,8 @@ export async function runPipeline(p: PipelineInput): Promise<PipelineOutcome> {
     const toEval = s.candidates.filter((c) => c.stage === 'validated');
     if (toEval.length) {
       const sess = await openSession();
-      const sampleOptions = buildSampleOptions(config, {});
+      // Compiled as `ct run eval` compiles a run; a candidate's errors are data for the filter, never a failed run.
+      const { sampleOptions } = compileRun(config, { env: [], epochs: s.options.epochs, failOnError: false, policy: 'honest', policyArg: policyArgs, sandbox: s.options.ec2 ? 'ec2' : 'docker', extraSrc: [] });
       const progress = createProgress(process.stderr, p.quiet);
       for (const c of toEval) {
         checkBudget(s.options.budgetUsd, state.spentUsd(), estimateEvalUsd(policy.model ?? '', s.options.epochs, config.mtgen.eval_sample_tokens), `evaluating ${c.id}`);
