@@ -1,13 +1,15 @@
 /**
- * `ct cloud status | cleanup | put-docker-auth | build-ami`: what ct has in an AWS region, removing
- * what it left behind, storing registry credentials for workers, and baking the worker AMI. Every command checks the AWS
- * credentials first (the EC2 sandbox's rules: src/cloud/credentials.ts).
+ * `ct cloud status | cleanup | put-docker-auth | build-ami | iam-policy`: what ct has in an AWS region, removing
+ * what it left behind, storing registry credentials for workers, baking the worker AMI, and the IAM policies
+ * the fleet needs. Every command but iam-policy (pure rendering) checks the AWS credentials first (the EC2
+ * sandbox's rules: src/cloud/credentials.ts).
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../config/config.js';
 import type { CallerIdentity } from '../cloud/credentials.js';
+import { POLICY_ROLES, type PolicyRole } from '../cloud/iam-policies.js';
 
 /** ct's own checkout (dist/src/cli -> the repository): its package.json and lock go into the AMI's npm cache. */
 const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -17,7 +19,7 @@ interface CommonFlags {
 }
 
 export function registerCloudCommands(program: Command): void {
-  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM; the worker AMI.");
+  const cloud = program.command('cloud').description("ct's AWS resources: fleets, EC2 sandboxes, AMI builders; cleanup; registry credentials in SSM; the worker AMI; the fleet's IAM policies.");
   cloud
     .command('status')
     .description('Show fleets (workers, queue counts, results, cost so far; finished or abandoned), EC2 sandboxes and AMI builders: yours, or everyone\'s with --all-users.')
@@ -160,6 +162,30 @@ export function registerCloudCommands(program: Command): void {
         });
         process.stdout.write(`${r.imageId}\n`);
       });
+    });
+
+  cloud
+    .command('iam-policy')
+    .description("Print an IAM policy for the fleet, rendered from the config: people's (user), the worker role's (worker) or its trust policy (worker-trust). Needs no AWS credentials.")
+    .addOption(new Option('--role <role>', 'user: for people who launch fleets, EC2 sandboxes and AMI builds; worker: the worker role (fleet workers, the AMI builder); worker-trust: who may assume the worker role (EC2)').choices(POLICY_ROLES).default('user'))
+    .option('--bucket <name>', 'the fleet bucket the policy names (default: fleet.bucket, CT_FLEET_BUCKET, lb-fleet-results-migrated)')
+    .option('--kms-key <arn>', 'with --role worker: also allow kms:Decrypt (through SSM only) on this customer-managed key, for registry credentials stored under it')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  ct cloud iam-policy > fleet-user-policy.json\n  ct cloud iam-policy --role worker --bucket acme-ct-fleet > worker-policy.json\n' +
+        '  ct cloud iam-policy --role worker-trust > worker-trust-policy.json\n' +
+        '  ct cloud iam-policy --role worker --kms-key arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab\n' +
+        '\nNames come from the config: fleet.bucket, fleet.queue_prefix (SQS), fleet.secrets_prefix, fleet.ami_parameter,\n' +
+        'fleet.docker_org_name_parameter, fleet.docker_org_pat_parameter and ec2.ami_parameter (SSM), and fleet.instance_profile\n' +
+        '(the worker role passed to EC2, named like its instance profile). ops/docs/*.json hold the default rendering.\n' +
+        'No kms:Decrypt by default: ct stores SecureStrings with the AWS-managed key aws/ssm, which needs no grant.\n' +
+        'Step by step: docs/fleet-on-aws.md.\n',
+    )
+    .action(async (flags: { role: PolicyRole; bucket?: string; kmsKey?: string }) => {
+      const { fleetPolicy, policyNames, renderPolicy } = await import('../cloud/iam-policies.js');
+      const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'fleet.bucket': flags.bucket } });
+      const names = policyNames(config, flags.kmsKey !== undefined ? { kmsKey: flags.kmsKey } : {});
+      process.stdout.write(renderPolicy(fleetPolicy(flags.role, names)));
     });
 }
 

@@ -14,6 +14,10 @@ export const SETTING_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** An AWS region name (us-east-1, eu-central-2, us-gov-west-1, ap-southeast-4...). */
 const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d{1,2}$/;
+/** S3's rule for bucket names (3-63 lowercase letters, digits, dots and hyphens); it also keeps wildcards out of the IAM policies. */
+const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+/** What SSM accepts in a parameter name; it also keeps wildcards out of the IAM policies. */
+const SSM_PARAMETER = /^[A-Za-z0-9_./-]{1,2048}$/;
 
 /** One entry of the settings registry (`settings:` in ct.config.yml). */
 export const settingEntrySchema = z
@@ -119,7 +123,7 @@ export const configSchema = z.object({
       /** An AMI id to use instead of the SSM parameter's (CT_EC2_AMI). */
       ami: z.string().optional(),
       /** Public SSM parameter holding the Ubuntu 22.04 AMI id; CT_EC2_AMI_PARAMETER. */
-      ami_parameter: z.string().default('/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id'),
+      ami_parameter: z.string().regex(SSM_PARAMETER, 'an SSM parameter name: letters, digits and _ . - /').default('/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id'),
       /** Subnet to launch in (CT_EC2_SUBNET_ID); default: the default VPC's. */
       subnet_id: z.string().optional(),
       /** Root volume size in GiB (images and containers live there); CT_EC2_ROOT_VOLUME_GB. */
@@ -148,7 +152,7 @@ export const configSchema = z.object({
   fleet: z
     .object({
       /** Results, manifests, code artifacts and worker logs; CT_FLEET_BUCKET. */
-      bucket: z.string().min(3).default('lb-fleet-results-migrated'),
+      bucket: z.string().regex(S3_BUCKET, 'an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens').default('lb-fleet-results-migrated'),
       /** Queues are `<prefix><fleet id>-work|-done|-dlq`; CT_FLEET_QUEUE_PREFIX. */
       queue_prefix: z.string().regex(/^[A-Za-z0-9_-]*$/, 'letters, digits, _ and - only').default('lb-fleet-'),
       /** Workers' security group (outbound only), created when missing; CT_FLEET_SECURITY_GROUP. */
@@ -156,14 +160,14 @@ export const configSchema = z.object({
       /** Instance profile workers run with (SQS lb-fleet-*, the bucket); CT_FLEET_INSTANCE_PROFILE. */
       instance_profile: z.string().default('linuxbench-worker'),
       /** SSM parameter holding the pre-baked worker AMI id (stock Ubuntu when absent); CT_FLEET_AMI_PARAMETER. */
-      ami_parameter: z.string().default('/linuxbench/worker-ami-id'),
+      ami_parameter: z.string().regex(SSM_PARAMETER, 'an SSM parameter name: letters, digits and _ . - /').default('/linuxbench/worker-ami-id'),
       /** `ct cloud build-ami`: seconds the builder's steps may take, and again the new image to become available (default 3600); CT_FLEET_AMI_BUILD_TIMEOUT. */
       ami_build_timeout: z.number().positive().default(3600),
       /** `ct cloud build-ami`: seconds between checks of the builder and the image (default 15); CT_FLEET_AMI_POLL_SECONDS. */
       ami_poll_seconds: z.number().positive().default(15),
       /** SSM parameters with registry credentials for private images; DOCKER_ORG_NAME_SSM_PARAM / DOCKER_ORG_PAT_SSM_PARAM. */
-      docker_org_name_parameter: z.string().default('/linuxbench/docker-org-name'),
-      docker_org_pat_parameter: z.string().default('/linuxbench/docker-org-pat'),
+      docker_org_name_parameter: z.string().regex(SSM_PARAMETER, 'an SSM parameter name: letters, digits and _ . - /').default('/linuxbench/docker-org-name'),
+      docker_org_pat_parameter: z.string().regex(SSM_PARAMETER, 'an SSM parameter name: letters, digits and _ . - /').default('/linuxbench/docker-org-pat'),
       /**
        * Registry credentials passed straight to workers (instead of the parameters above) as fleet
        * secrets, never on a command line; DOCKER_ORG_NAME / DOCKER_ORG_PAT. Unset by default.

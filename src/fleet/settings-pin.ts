@@ -70,11 +70,20 @@ export async function pinSettings(names: readonly string[], o: PinOptions): Prom
   for (const name of names) {
     const locked = o.lock.get(name);
     const entry = o.registry.has(name) ? o.registry.get(name) : undefined;
-    if (!locked && !entry) throw o.registry.unknown(name, o.lock.names());
+    const checkout = join(resolve(root, o.settingsDir), name);
+    if (!locked && !entry) {
+      // The examples' set-up (CT_SETTINGS_DIR=examples/settings) gets here: name what is missing.
+      if (existsSync(checkout)) {
+        throw new ConfigError(
+          `setting ${name} is only a folder here (${checkout}): workers on other machines (external, ec2) fetch each setting from its git repository at the commit ` +
+            `this machine pins. Register its repository with \`ct settings add ${name} REPO\` and run \`ct settings pull ${name}\` (local:N workers read the folder in place)`,
+        );
+      }
+      throw o.registry.unknown(name, o.lock.names());
+    }
     const repo = locateRepo(entry?.repo ?? locked!.repo, root).display;
     let commit = locked?.commit;
     if (!commit) {
-      const checkout = join(resolve(root, o.settingsDir), name);
       if (!existsSync(join(checkout, '.git'))) {
         throw new ConfigError(`setting ${name} is neither in the lock file nor pulled; run \`ct settings pull ${name}\` first, so workers get the same commit`);
       }

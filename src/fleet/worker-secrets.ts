@@ -33,7 +33,7 @@ export async function takeFleetSecrets(
   } catch (e) {
     if (!(e instanceof CloudError) || e.retryable) throw e;
     throw new CloudError(
-      `${e.message}. A worker needs ssm:GetParametersByPath (and kms:Decrypt) on ${fleetSecretsPath(prefix, fleetId)}*; ` +
+      `${e.message}. A worker needs ssm:GetParametersByPath on ${fleetSecretsPath(prefix, fleetId)}* (an EC2 worker's role: \`ct cloud iam-policy --role worker\`); ` +
         "or start it with --secrets env to use only this machine's environment",
       false,
       { cause: e.cause, ...(e.code ? { code: e.code } : {}), ...(e.status !== undefined ? { status: e.status } : {}) },

@@ -12,8 +12,8 @@ import assert from 'node:assert/strict';
 import { DescribeImagesCommand, DescribeInstanceAttributeCommand, DescribeInstancesCommand, DescribeSecurityGroupsCommand, DescribeSnapshotsCommand, EC2Client } from '@aws-sdk/client-ec2';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -22,13 +22,12 @@ import { FAKE_AWS, fleetEnv } from '../helpers/fleet.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
 import { EC2_FLEET_ENV, WORKER_AMI_PARAMETER, seedEc2FleetWorld } from '../fleet/helpers/ec2-fleet-world.js';
 import { InstanceHarness } from '../fleet/helpers/instance-harness.js';
+import { registryStandIn, type RegistryStandIn } from './helpers/registry-stand-in.js';
 
 const BUCKET = 'lb-fleet-results-migrated';
 let moto: Moto;
 let base: string;
-let shims: string;
-let registry: string;
-let pulls: string;
+let registry: RegistryStandIn;
 
 const aws = () => ({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: FAKE_AWS.AWS_ACCESS_KEY_ID, secretAccessKey: FAKE_AWS.AWS_SECRET_ACCESS_KEY } });
 
@@ -42,43 +41,10 @@ function settingsWith(name: string, images: string[]): string {
   return dir;
 }
 
-function setRegistry(digests: Record<string, string>): void {
-  writeFileSync(registry, Object.entries(digests).map(([i, d]) => `${i} ${d}\n`).join(''));
-}
-
-const readLines = (f: string) => {
-  try {
-    return readFileSync(f, 'utf8').split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-};
-
 before(async () => {
   moto = await startMoto();
   base = mkdtempSync(join(tmpdir(), 'ct-build-ami-'));
-  shims = join(base, 'shims');
-  mkdirSync(shims);
-  registry = join(base, 'registry.txt');
-  pulls = join(base, 'pulls.txt');
-  const realDocker = execFileSync('bash', ['-c', 'command -v docker'], { encoding: 'utf8' }).trim();
-  // The registry: digests by image; an image pulled once stays on the disks imaged after it.
-  writeFileSync(
-    join(shims, 'docker'),
-    `#!/bin/bash
-case "$1 \${2:-} \${3:-}" in
-  "buildx imagetools inspect") d=$(grep "^$4 " "$CT_TEST_REGISTRY" | cut -d' ' -f2); [ -n "$d" ] && echo "$d" ;;
-  "pull "*) img="\${@: -1}"; grep -q "^$img " "$CT_TEST_REGISTRY" || { echo "Error response from daemon: manifest for $img not found" >&2; exit 1; }
-    case "$img" in *slow*) sleep 60 ;; esac
-    echo "$img" >> "$CT_TEST_PULLS"; echo "docker.io/$img" ;;
-  "image inspect "*) img="\${@: -1}"; grep -qx "$img" "$CT_TEST_PULLS" 2>/dev/null ;;
-  *) exec ${realDocker} "$@" ;;
-esac
-`,
-  );
-  writeFileSync(join(shims, 'npm'), `#!/bin/bash\necho "npm $*" >> "$CT_BOOT_ROOT/.harness/installs"\nmkdir -p node_modules/.package-lock && echo ok\n`);
-  chmodSync(join(shims, 'docker'), 0o755);
-  chmodSync(join(shims, 'npm'), 0o755);
+  registry = registryStandIn(base);
 });
 after(async () => {
   await moto.stop();
@@ -86,7 +52,7 @@ after(async () => {
 });
 
 function harnessFor(stock: string): InstanceHarness {
-  return new InstanceHarness({ motoUrl: moto.url, stockImages: [stock], pathPrefix: [shims], pollMs: 200, env: { CT_TEST_REGISTRY: registry, CT_TEST_PULLS: pulls } });
+  return new InstanceHarness({ motoUrl: moto.url, stockImages: [stock], pathPrefix: [registry.shims], pollMs: 200, env: registry.env });
 }
 
 function buildEnv(settings: string): NodeJS.ProcessEnv {
@@ -107,7 +73,7 @@ async function buildLog(s3: S3Client, stderr: string): Promise<string> {
 test('a build from stock Ubuntu, then an incremental one from it: images pulled only when their digest changed, one AMI kept, builders terminated', async () => {
   const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
   const settings = settingsWith('two-images', ['ct-test/app:1', 'ct-test/db:2']);
-  setRegistry({ 'ct-test/app:1': 'sha256:aaa1', 'ct-test/db:2': 'sha256:bbb1' });
+  registry.setDigests({ 'ct-test/app:1': 'sha256:aaa1', 'ct-test/db:2': 'sha256:bbb1' });
   const harness = harnessFor(images.ubuntu);
   harness.start();
   const ec2 = new EC2Client(aws());
@@ -129,7 +95,7 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
     assert.equal(tags1['ct:image:ct-test/app:1'], 'sha256:aaa1');
     assert.equal(tags1['ct:image:ct-test/db:2'], 'sha256:bbb1');
     assert.equal(tags1.ManagedBy, 'ct');
-    assert.deepEqual(readLines(pulls), ['ct-test/app:1', 'ct-test/db:2']);
+    assert.deepEqual(registry.pulls(), ['ct-test/app:1', 'ct-test/db:2']);
 
     // The builder: stock Ubuntu, tagged, no inbound rule, shutdown behaviour stop, ran its steps, terminated.
     const [b1] = await builders(ec2);
@@ -157,14 +123,14 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
     const snapshots1 = (image1.BlockDeviceMappings ?? []).map((m) => m.Ebs?.SnapshotId).filter(Boolean) as string[];
 
     // Incremental: db's digest changed, app's did not.
-    setRegistry({ 'ct-test/app:1': 'sha256:aaa1', 'ct-test/db:2': 'sha256:bbb2' });
+    registry.setDigests({ 'ct-test/app:1': 'sha256:aaa1', 'ct-test/db:2': 'sha256:bbb2' });
     const second = await runCt(['cloud', 'build-ami'], { cwd: base, env: buildEnv(settings), timeoutMs: 90_000 });
     assert.equal(second.code, 0, `${second.stdout}\n${second.stderr}`);
     const ami2 = second.stdout.trim();
     assert.notEqual(ami2, ami1);
     assert.match(second.stderr, new RegExp(`from the previous AMI ${ami1}`));
     assert.match(second.stderr, /images: 1 pulled, 1 unchanged/);
-    assert.deepEqual(readLines(pulls), ['ct-test/app:1', 'ct-test/db:2', 'ct-test/db:2'], 'only the changed image was pulled again');
+    assert.deepEqual(registry.pulls(), ['ct-test/app:1', 'ct-test/db:2', 'ct-test/db:2'], 'only the changed image was pulled again');
     const log2 = await buildLog(s3, second.stderr);
     assert.match(log2, /image ct-test\/app:1: unchanged \(sha256:aaa1\), skipped/);
     assert.match(log2, /image ct-test\/db:2: pulling \(registry sha256:bbb2, previous AMI sha256:bbb1\)/);
@@ -199,8 +165,8 @@ test('a build from stock Ubuntu, then an incremental one from it: images pulled 
 test('a failing step: the log is uploaded, its tail shown, the builder terminated, no AMI stored, exit 1', async () => {
   const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
   const settings = settingsWith('missing-image', ['ct-test/app:1', 'ct-test/gone:9']);
-  writeFileSync(pulls, '');
-  setRegistry({ 'ct-test/app:1': 'sha256:aaa1' });
+  registry.clearPulls();
+  registry.setDigests({ 'ct-test/app:1': 'sha256:aaa1' });
   const harness = harnessFor(images.ubuntu);
   harness.start();
   const ec2 = new EC2Client(aws());
@@ -238,8 +204,8 @@ test('a failing step: the log is uploaded, its tail shown, the builder terminate
 test('Ctrl-C while the builder works: the builder is terminated, no image is made', async () => {
   const images = await seedEc2FleetWorld(moto.url, { workerAmi: false });
   const settings = settingsWith('slow-image', ['ct-test/slow:1']);
-  writeFileSync(pulls, '');
-  setRegistry({ 'ct-test/slow:1': 'sha256:ccc1' });
+  registry.clearPulls();
+  registry.setDigests({ 'ct-test/slow:1': 'sha256:ccc1' });
   const harness = harnessFor(images.ubuntu);
   harness.start();
   const ec2 = new EC2Client(aws());
@@ -255,7 +221,7 @@ test('Ctrl-C while the builder works: the builder is terminated, no image is mad
     assert.deepEqual((await ec2.send(new DescribeImagesCommand({ Owners: ['self'] }))).Images ?? [], []);
     for (let i = 0; i < 50 && harness.liveGroups().length; i++) await new Promise((res) => setTimeout(res, 200));
     assert.deepEqual(harness.liveGroups(), [], 'the builder script was ended with its instance');
-    assert.deepEqual(readLines(pulls), [], 'the pull never finished');
+    assert.deepEqual(registry.pulls(), [], 'the pull never finished');
   } finally {
     await harness.stop();
     harness.cleanup();

@@ -13,7 +13,6 @@
 import assert from 'node:assert/strict';
 import { CreateSecurityGroupCommand, DescribeImagesCommand, DescribeInstancesCommand, DescribeSecurityGroupsCommand, EC2Client, RunInstancesCommand } from '@aws-sdk/client-ec2';
 import { CreateQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { runSimulation } from '@cloud-copilot/iam-simulate';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -24,11 +23,11 @@ import { startMoto, type Moto } from '../helpers/moto.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { seedEc2FleetWorld } from '../fleet/helpers/ec2-fleet-world.js';
 import { git } from '../settings/helpers/git-fixtures.js';
+import { ACCOUNT, decision, type Request, type Who } from './helpers/iam-decision.js';
 import { clientConfig, iamUser, type Keys } from './seed.js';
 
 const POLICY = JSON.parse(readFileSync(join(REPO_ROOT, 'ops', 'docs', 'fleet-iam-policy.json'), 'utf8'));
 const WORKER_POLICY = JSON.parse(readFileSync(join(REPO_ROOT, 'ops', 'docs', 'fleet-worker-role-policy.json'), 'utf8'));
-const ACCOUNT = '123456789012';
 const REGION = 'us-east-1';
 const BUCKET = 'lb-fleet-results-migrated';
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
@@ -37,11 +36,6 @@ const RUN = ['run', 'eval', '--fleet', '--workers', 'local:1', '-e', 'notes_app'
 const EC2_RUN = ['run', 'eval', '--ec2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '1', '--yes'];
 const WORKER_AMI_PARAMETER = '/linuxbench/worker-ami-id';
 
-interface Who {
-  label: string;
-  principal: string;
-  context: Record<string, string>;
-}
 const IAM_USER: Who = { label: 'IAM user alice', principal: `arn:aws:iam::${ACCOUNT}:user/alice`, context: { 'aws:username': 'alice' } };
 const SSO: Who = {
   label: 'SSO session alice',
@@ -49,26 +43,6 @@ const SSO: Who = {
   context: { 'aws:PrincipalTag/LaunchedBy': 'alice' },
 };
 const WORKER: Who = { label: 'worker role', principal: `arn:aws:sts::${ACCOUNT}:assumed-role/linuxbench-worker/i-0abc`, context: {} };
-
-interface Request {
-  action: string;
-  resource: string;
-  context?: Record<string, string>;
-}
-
-async function decision(policy: unknown, who: Who, r: Request): Promise<string> {
-  const res = await runSimulation(
-    {
-      identityPolicies: [{ name: 'policy', policy: policy as never }],
-      serviceControlPolicies: [],
-      resourceControlPolicies: [],
-      request: { action: r.action, principal: who.principal, resource: { resource: r.resource, accountId: ACCOUNT }, contextVariables: { ...who.context, ...(r.context ?? {}) } },
-    },
-    {},
-  );
-  if (res.resultType === 'error') return `error: ${JSON.stringify(res.errors)}`;
-  return res.overallResult;
-}
 
 const arn = {
   queue: (name: string) => `arn:aws:sqs:${REGION}:${ACCOUNT}:${name}`,
@@ -250,6 +224,7 @@ const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: 'change a fleet queue policy', action: 'sqs:AddPermission', resource: arn.queue('lb-fleet-x-work') },
   { why: 'read a parameter outside /linuxbench/', action: 'ssm:GetParameter', resource: arn.parameter('/prod/db-password') },
   { why: 'write a parameter outside /linuxbench/', action: 'ssm:PutParameter', resource: arn.parameter('/prod/db-password') },
+  { why: "read a parameter under /linuxbench/ that is not ct's", action: 'ssm:GetParameter', resource: arn.parameter('/linuxbench/prod-db-password') },
   { why: 'pass an admin role', action: 'iam:PassRole', resource: `arn:aws:iam::${ACCOUNT}:role/Admin`, context: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
   { why: 'pass the worker role to Lambda', action: 'iam:PassRole', resource: `arn:aws:iam::${ACCOUNT}:role/linuxbench-worker`, context: { 'iam:PassedToService': 'lambda.amazonaws.com' } },
   { why: 'create an IAM user', action: 'iam:CreateUser', resource: `arn:aws:iam::${ACCOUNT}:user/mallory` },
@@ -265,6 +240,14 @@ const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: 'worker role deletes a fleet queue', as: WORKER, action: 'sqs:DeleteQueue', resource: arn.queue('lb-fleet-x-work') },
   { why: 'worker role writes a parameter', as: WORKER, action: 'ssm:PutParameter', resource: arn.parameter('/linuxbench/worker-ami-id') },
   { why: 'worker role deletes results', as: WORKER, action: 's3:DeleteObject', resource: arn.object(BUCKET, 'f0/j1.eval') },
+  { why: "worker role reads a parameter that is neither a fleet secret nor the registry's", as: WORKER, action: 'ssm:GetParameter', resource: arn.parameter('/linuxbench/other') },
+  {
+    why: 'worker role decrypts with a KMS key (aws/ssm needs no grant; a customer key is added with --kms-key)',
+    as: WORKER,
+    action: 'kms:Decrypt',
+    resource: `arn:aws:kms:${REGION}:${ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab`,
+    context: { 'kms:ViaService': `ssm.${REGION}.amazonaws.com` },
+  },
 ];
 
 describe('fleet IAM policy', () => {

@@ -105,7 +105,7 @@ describe('fleet secrets in SSM', () => {
       await assert.rejects(takeFleetSecrets(client, PREFIX, 'fleet9', {}, {}), (e: unknown) => {
         assert.ok(e instanceof CloudError, String(e));
         assert.equal(e.retryable, false);
-        assert.match(e.message, /AccessDenied.*ssm:GetParametersByPath \(and kms:Decrypt\) on \/ct-test\/fleet\/fleet9\/\*; or start it with --secrets env/);
+        assert.match(e.message, /AccessDenied.*ssm:GetParametersByPath on \/ct-test\/fleet\/fleet9\/\* \(an EC2 worker's role: `ct cloud iam-policy --role worker`\); or start it with --secrets env/);
         return true;
       });
     } finally {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { configSchema } from '../../src/config/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { parseFleetEnvs, pinSettings } from '../../src/fleet/settings-pin.js';
@@ -90,5 +90,17 @@ describe('settings pinned for workers', () => {
     const o = { registry, lock: SettingsLock.read(root), settingsDir: '.settings', git: runner };
     await assert.rejects(pinSettings(['demo'], o), (e: unknown) => e instanceof ConfigError && /ct settings pull demo/.test(e.message));
     await assert.rejects(pinSettings(['nope'], o), (e: unknown) => e instanceof ConfigError && /unknown setting "nope"/.test(e.message));
+  });
+
+  test('a setting that is only a folder (the examples\' set-up) is a usage error naming what registers it', async () => {
+    const { root, registry } = project();
+    mkdirSync(join(root, 'examples', 'settings', 'local_only'), { recursive: true });
+    const o = { registry, lock: SettingsLock.read(root), settingsDir: 'examples/settings', git: runner };
+    await assert.rejects(pinSettings(['local_only'], o), (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match(e.message, /setting local_only is only a folder here \(.*examples\/settings\/local_only\): workers on other machines \(external, ec2\) fetch each setting from its git repository/);
+      assert.match(e.message, /`ct settings add local_only REPO` and run `ct settings pull local_only`/);
+      return true;
+    });
   });
 });
