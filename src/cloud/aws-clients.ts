@@ -19,6 +19,18 @@ export interface AwsClients {
 const MAX_ATTEMPTS = 5;
 
 /**
+ * STS is asked once, who the caller is, before anything starts. Its answer takes well under a
+ * second, so an endpoint that accepts no connection in 5 s or stays silent for 10 s is not
+ * answering, and 3 attempts end the wait in about half a minute instead of never (the SDK's
+ * default has no timeout). Credential providers (SSO, credential_process) run before the
+ * request and are not limited by this.
+ */
+const STS_OPTIONS = {
+  maxAttempts: 3,
+  requestHandler: { connectionTimeout: 5_000, requestTimeout: 10_000, throwOnRequestTimeout: true },
+};
+
+/**
  * Lets the AWS SDK see the AWS_* settings from `.env` as it sees the real environment's:
  * AWS_PROFILE, keys, AWS_CONFIG_FILE, AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>
  * (e.g. AWS_ENDPOINT_URL_EC2_INSTANCE_CONNECT). The SDK reads only process.env, so they are
@@ -41,7 +53,7 @@ export function createAwsClients(region: string): AwsClients {
     region,
     ec2: recordCalls(new EC2Client(common)),
     ssm: recordCalls(new SSMClient(common)),
-    sts: recordCalls(new STSClient(common)),
+    sts: recordCalls(new STSClient({ ...common, ...STS_OPTIONS })),
     instanceConnect: recordCalls(new EC2InstanceConnectClient(common)),
   };
 }
@@ -69,6 +81,6 @@ export function createFleetClients(region: string): FleetClients {
     sqs: recordCalls(new SQSClient(common)),
     s3: recordCalls(new S3Client({ ...common, forcePathStyle: customS3 })),
     ssm: recordCalls(new SSMClient(common)),
-    sts: recordCalls(new STSClient(common)),
+    sts: recordCalls(new STSClient({ ...common, ...STS_OPTIONS })),
   };
 }
