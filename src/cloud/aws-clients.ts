@@ -1,5 +1,6 @@
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { EC2InstanceConnectClient } from '@aws-sdk/client-ec2-instance-connect';
+import type { IAMClient } from '@aws-sdk/client-iam';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
@@ -83,4 +84,13 @@ export function createFleetClients(region: string): FleetClients {
     ssm: recordCalls(new SSMClient(common)),
     sts: recordCalls(new STSClient({ ...common, ...STS_OPTIONS })),
   };
+}
+
+/**
+ * An IAM client (IAM is global; `region` only picks the partition's endpoint), for the fleet's
+ * read-only check of the workers' instance profile. Loaded on demand: only EC2 fleets use it.
+ */
+export async function createIamClient(region: string): Promise<IAMClient> {
+  const { IAMClient } = await import('@aws-sdk/client-iam');
+  return recordCalls(new IAMClient({ region, maxAttempts: MAX_ATTEMPTS }));
 }

@@ -33,6 +33,7 @@ const KEPT_FIELDS = [
   'Tags',
   'Resources',
   'IamInstanceProfile',
+  'InstanceProfileName',
   'InstanceMarketOptions',
   'Filters',
 ];

@@ -132,17 +132,23 @@ function requestsOf(c: Recorded, tags: (id: string) => Record<string, string>): 
       assert.fail(`EC2 ${op} has no mapping in this test: add it (with its resources and condition keys) and a policy line`);
     }
     // falls through: assert.fail throws
+    case 'IAMClient': {
+      if (op === 'GetInstanceProfile') return [{ action: `iam:${op}`, resource: `arn:aws:iam::${ACCOUNT}:instance-profile/${String(i.InstanceProfileName)}` }];
+      assert.fail(`IAM ${op} has no mapping in this test: add it and a policy line`);
+    }
+    // falls through: assert.fail throws
     default:
       assert.fail(`${c.client} ${op} has no mapping in this test: add it and a policy line`);
   }
 }
 
-/** The EC2 launch of a fleet worker (RunInstances authorises each resource it touches), and the rest of the launcher's calls. */
+/** The EC2 launch of a fleet worker (RunInstances authorises each resource it touches), the controller's check of the workers' instance profile, and the rest of the launcher's calls. */
 function launcherCalls(launchedBy: string): Request[] {
   const tagged = { 'aws:RequestTag/LaunchedBy': launchedBy, 'aws:RequestTag/ManagedBy': 'ct', 'aws:RequestTag/FleetId': 'f0', 'aws:RequestTag/Name': 'linuxbench-worker-f0' };
   const own = { 'aws:ResourceTag/LaunchedBy': launchedBy, 'aws:ResourceTag/ManagedBy': 'ct' };
   return [
     { action: 'ec2:DescribeInstanceTypes', resource: '*' },
+    { action: 'iam:GetInstanceProfile', resource: `arn:aws:iam::${ACCOUNT}:instance-profile/linuxbench-worker` },
     { action: 'ec2:DescribeSecurityGroups', resource: '*' },
     { action: 'ec2:CreateSecurityGroup', resource: arn.ec2('security-group', '*'), context: { 'aws:RequestTag/ManagedBy': 'ct', 'aws:RequestTag/Name': 'linuxbench-fleet-worker-sg' } },
     { action: 'ec2:CreateSecurityGroup', resource: arn.ec2('vpc', 'vpc-0123') },
@@ -231,6 +237,7 @@ const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: 'pass an admin role', action: 'iam:PassRole', resource: `arn:aws:iam::${ACCOUNT}:role/Admin`, context: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
   { why: 'pass the worker role to Lambda', action: 'iam:PassRole', resource: `arn:aws:iam::${ACCOUNT}:role/linuxbench-worker`, context: { 'iam:PassedToService': 'lambda.amazonaws.com' } },
   { why: 'create an IAM user', action: 'iam:CreateUser', resource: `arn:aws:iam::${ACCOUNT}:user/mallory` },
+  { why: 'read an instance profile other than the workers\'', action: 'iam:GetInstanceProfile', resource: `arn:aws:iam::${ACCOUNT}:instance-profile/Admin` },
   { why: 'SSO session without the LaunchedBy tag launches', as: { ...SSO, context: {} }, action: 'ec2:RunInstances', resource: arn.ec2('instance', '*'), context: { 'aws:RequestTag/LaunchedBy': 'alice', 'aws:RequestTag/ManagedBy': 'ct' } },
   {
     why: "SSO session terminates another user's instance",
