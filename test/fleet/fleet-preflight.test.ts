@@ -36,13 +36,16 @@ interface Cloud {
   securityGroups: string[];
 }
 
-/** A loopback server answering every S3 request with `status` and `headers` (what moto cannot be made to say). */
-function fakeS3(status: number, headers: Record<string, string> = {}): Promise<{ url: string; server: Server }> {
+/** An IAM refusal as IAM sends it (its query protocol's XML). */
+const IAM_ACCESS_DENIED = '<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>not authorized to perform iam:GetInstanceProfile</Message></Error><RequestId>1</RequestId></ErrorResponse>';
+
+/** A loopback server answering every request with `status`, `headers` and `body` (answers moto cannot be made to give). */
+function fakeService(status: number, headers: Record<string, string> = {}, body = '<?xml version="1.0"?><Error><Code>Refused</Code><Message>refused</Message></Error>'): Promise<{ url: string; server: Server }> {
   const server = createHttpServer((req, res) => {
     req.resume();
     req.on('end', () => {
-      res.writeHead(status, { 'content-type': 'application/xml', ...headers });
-      res.end(req.method === 'HEAD' ? undefined : `<?xml version="1.0"?><Error><Code>Refused</Code><Message>refused</Message></Error>`);
+      res.writeHead(status, { 'content-type': 'text/xml', ...headers });
+      res.end(req.method === 'HEAD' ? undefined : body);
     });
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server })));
@@ -131,6 +134,19 @@ describe('a fleet checks first and creates later', () => {
       await assertNothingCreated();
     });
 
+    test('a caller not allowed to read the profile is warned, and the run goes on', async () => {
+      const iam = await fakeService(403, {}, IAM_ACCESS_DENIED);
+      try {
+        const r = await ct([...EC2_RUN, '--estimate'], { env: { AWS_ENDPOINT_URL_IAM: iam.url } });
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stderr, /warning: cannot check instance profile linuxbench-worker \(AccessDenied: iam:GetInstanceProfile is not allowed; see ops\/docs\/fleet-iam-policy\.json\)/);
+        assert.match(r.stderr, /^fleet [0-9a-f]{16}: 1 job\(s\)/m);
+      } finally {
+        iam.server.close();
+      }
+      await assertNothingCreated();
+    });
+
     test('with the profile and its role in place the estimate is shown, and it creates nothing', async () => {
       const r = await ct([...EC2_RUN, '--estimate']);
       assert.equal(r.code, 0, r.stderr);
@@ -166,7 +182,7 @@ describe('a fleet checks first and creates later', () => {
     });
 
     test("a bucket these credentials may not use (another account's) is refused", async () => {
-      const s3 = await fakeS3(403);
+      const s3 = await fakeService(403);
       try {
         const r = await ct([...RUN, '--workers', 'local:1', '--yes'], { env: { AWS_ENDPOINT_URL_S3: s3.url } });
         assertRefused(r, new RegExp(`no access to bucket ${BUCKET} \\(owned by another account\\?\\).*CT_FLEET_BUCKET`));
@@ -177,7 +193,7 @@ describe('a fleet checks first and creates later', () => {
     });
 
     test('a bucket in another region is refused, naming its region', async () => {
-      const s3 = await fakeS3(301, { 'x-amz-bucket-region': 'eu-west-1' });
+      const s3 = await fakeService(301, { 'x-amz-bucket-region': 'eu-west-1' });
       try {
         const r = await ct([...RUN, '--workers', 'local:1', '--yes'], { env: { AWS_ENDPOINT_URL_S3: s3.url } });
         assertRefused(r, new RegExp(`bucket ${BUCKET} is in region eu-west-1, and the fleet runs in us-east-1: .*CT_EC2_REGION=eu-west-1`));
