@@ -185,6 +185,18 @@ export function isRetryableAwsError(e: unknown): boolean {
 }
 
 /**
+ * Whether an AWS call failed without any answer from the service: the connection was refused or
+ * reset, the host name did not resolve, or the connect or the response timed out. Such a call
+ * says nothing about the request, only that the endpoint cannot be reached from here.
+ */
+export function isUnansweredAwsCall(e: unknown): boolean {
+  if (!e || typeof e !== 'object') return false;
+  const err = e as AwsErrorShape & { name?: string };
+  if (err.$metadata?.httpStatusCode !== undefined) return false;
+  return NETWORK_CODES.has(err.code ?? '') || err.name === 'TimeoutError';
+}
+
+/**
  * Wraps a failed AWS call as a CloudError that says what ct was doing, the service's error name,
  * and whether to retry (`isRetryableAwsError`). A CtError passes through unchanged.
  */

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../config/config.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, cloudError } from '../errors.js';
 import { settingsGitRunner } from '../tasks/settings-git.js';
 import { positiveInt } from './parse.js';
 import { ctVersion } from './version.js';
@@ -89,6 +89,12 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
   const { runWorker } = await import('../fleet/worker.js');
   const { sqs, s3, ssm } = createFleetClients(config.ec2.region);
   const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+  try {
+    await requireFleet(s3, config.fleet.bucket, flags.fleet, config.ec2.region);
+  } catch (e) {
+    for (const c of [sqs, s3, ssm]) c.destroy();
+    throw e;
+  }
   if (config.fleet.worker_secrets === 'ssm') {
     const { fleetSecretsFromConfig } = await import('../fleet/secrets.js');
     const { takeFleetSecrets } = await import('../fleet/worker-secrets.js');
@@ -138,6 +144,37 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
     sqs.destroy();
     s3.destroy();
   }
+}
+
+/**
+ * A fleet exists when its manifest does. An unknown id is bad input (exit 2), whether the bucket
+ * exists or not; the bucket is asked only to say which of the two it is.
+ */
+async function requireFleet(s3: import('@aws-sdk/client-s3').S3Client, bucket: string, fleetId: string, region: string): Promise<void> {
+  const { HeadBucketCommand, HeadObjectCommand } = await import('@aws-sdk/client-s3');
+  const { fleetNames } = await import('../fleet/protocol.js');
+  const key = fleetNames(fleetId, '').manifestKey;
+  const status = (e: unknown) => (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  try {
+    await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    return;
+  } catch (e) {
+    if (status(e) === 403) {
+      throw new ConfigError(`no access to s3://${bucket}/${key} (region ${region}): these credentials may not read the fleet's bucket; check fleet.bucket (CT_FLEET_BUCKET) and --region`);
+    }
+    if (status(e) !== 404) throw cloudError(e, `checking s3://${bucket}/${key}`);
+  }
+  let bucketExists = true;
+  try {
+    await s3.send(new HeadBucketCommand({ Bucket: bucket }));
+  } catch (e) {
+    if (status(e) !== 404) throw cloudError(e, `checking bucket ${bucket}`);
+    bucketExists = false;
+  }
+  throw new ConfigError(
+    `no such fleet ${fleetId} in bucket ${bucket} (region ${region})${bucketExists ? '' : '; the bucket does not exist there'}: ` +
+      'check the id the controller printed, --region and fleet.bucket (CT_FLEET_BUCKET)',
+  );
 }
 
 /** The instance metadata's spot notice, at AWS_EC2_METADATA_SERVICE_ENDPOINT (default: the instance's own, 169.254.169.254). */

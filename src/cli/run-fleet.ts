@@ -173,6 +173,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { preflightCredentials } = await import('../cloud/credentials.js');
   const { MANAGED_BY, TAGS } = await import('../cloud/tags.js');
   const identity = ec2Plan?.caller ?? (await preflightCredentials({ sts }, config.aws_env));
+  // Bucket, instance profile, sandbox host: a problem stops here, before the estimate, with nothing created.
+  await (await import('../fleet/preflight.js')).preflightFleet({ config, workers: spec, sandbox: plan.sandbox, s3, warn: (l) => process.stderr.write(`warning: ${l}\n`) });
   const queue = new SqsJobQueue({
     sqs,
     fleetId,

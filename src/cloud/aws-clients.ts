@@ -1,5 +1,6 @@
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { EC2InstanceConnectClient } from '@aws-sdk/client-ec2-instance-connect';
+import type { IAMClient } from '@aws-sdk/client-iam';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
@@ -17,6 +18,18 @@ export interface AwsClients {
 
 /** Attempts per AWS call (the SDK's standard retry mode: throttling and 5xx are retried, jittered). */
 const MAX_ATTEMPTS = 5;
+
+/**
+ * STS is asked once, who the caller is, before anything starts. Its answer takes well under a
+ * second, so an endpoint that accepts no connection in 5 s or stays silent for 10 s is not
+ * answering, and 3 attempts end the wait in about half a minute instead of never (the SDK's
+ * default has no timeout). Credential providers (SSO, credential_process) run before the
+ * request and are not limited by this.
+ */
+const STS_OPTIONS = {
+  maxAttempts: 3,
+  requestHandler: { connectionTimeout: 5_000, requestTimeout: 10_000, throwOnRequestTimeout: true },
+};
 
 /**
  * Lets the AWS SDK see the AWS_* settings from `.env` as it sees the real environment's:
@@ -41,7 +54,7 @@ export function createAwsClients(region: string): AwsClients {
     region,
     ec2: createEc2Client(region),
     ssm: recordCalls(new SSMClient(common)),
-    sts: recordCalls(new STSClient(common)),
+    sts: recordCalls(new STSClient({ ...common, ...STS_OPTIONS })),
     instanceConnect: recordCalls(new EC2InstanceConnectClient(common)),
   };
 }
@@ -78,6 +91,15 @@ export function createFleetClients(region: string): FleetClients {
     sqs: recordCalls(new SQSClient(common)),
     s3: recordCalls(new S3Client({ ...common, forcePathStyle: customS3 })),
     ssm: recordCalls(new SSMClient(common)),
-    sts: recordCalls(new STSClient(common)),
+    sts: recordCalls(new STSClient({ ...common, ...STS_OPTIONS })),
   };
+}
+
+/**
+ * An IAM client (IAM is global; `region` only picks the partition's endpoint), for the fleet's
+ * read-only check of the workers' instance profile. Loaded on demand: only EC2 fleets use it.
+ */
+export async function createIamClient(region: string): Promise<IAMClient> {
+  const { IAMClient } = await import('@aws-sdk/client-iam');
+  return recordCalls(new IAMClient({ region, maxAttempts: MAX_ATTEMPTS }));
 }

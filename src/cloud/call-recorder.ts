@@ -34,6 +34,7 @@ const KEPT_FIELDS = [
   'Tags',
   'Resources',
   'IamInstanceProfile',
+  'InstanceProfileName',
   'InstanceMarketOptions',
   'Filters',
 ];

@@ -1,6 +1,7 @@
 import { GetCallerIdentityCommand } from '@aws-sdk/client-sts';
 import { ConfigError, cloudError } from '../errors.js';
 import type { AwsClients } from './aws-clients.js';
+import { unreachableEndpointError } from './endpoint.js';
 
 /** Who is calling AWS: the account and the name instances are tagged with (LaunchedBy). */
 export interface CallerIdentity {
@@ -50,7 +51,9 @@ export async function preflightCredentials(clients: Pick<AwsClients, 'sts'>, aws
     const arn = r.Arn ?? '';
     return { arn, account: r.Account ?? '', name: callerName(arn) };
   } catch (e) {
-    throw credentialError(e, profile);
+    // An endpoint that does not answer (a wrong AWS_ENDPOINT_URL or region, no network) is a setting to fix: exit 2.
+    const unreachable = await unreachableEndpointError(e, { client: clients.sts, service: 'STS', serviceName: 'AWS STS', awsEnv, doing: 'checking your credentials' });
+    throw unreachable ?? credentialError(e, profile);
   }
 }
 

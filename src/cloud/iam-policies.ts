@@ -243,6 +243,8 @@ function userPolicy(n: FleetPolicyNames): PolicyDocument {
         Resource: `arn:aws:iam::*:role/${n.workerRole}`,
         Condition: { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
       },
+      // The controller checks the workers' profile and its role before it creates anything.
+      { Sid: 'CheckWorkerInstanceProfile', Effect: 'Allow', Action: 'iam:GetInstanceProfile', Resource: `arn:aws:iam::*:instance-profile/${n.workerRole}` },
     ],
   };
 }

@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { bucketNameProblem } from '../cloud/bucket-name.js';
 import { ConfigError } from '../errors.js';
 import { networkPoolProblem } from '../sandbox/docker/subnet-pool.js';
 import { readDotenvFile } from './dotenv-file.js';
@@ -151,8 +152,14 @@ export const configSchema = z.object({
   /** Fleet mode (`ct run eval --ec2`): SQS queues, an S3 bucket and EC2 workers. Names keep the original system's defaults. */
   fleet: z
     .object({
-      /** Results, manifests, code artifacts and worker logs; CT_FLEET_BUCKET. */
-      bucket: z.string().regex(S3_BUCKET, 'an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens').default('lb-fleet-results-migrated'),
+      /** Results, manifests, code artifacts and worker logs; CT_FLEET_BUCKET. A valid S3 bucket name (checked here). */
+      bucket: z
+        .string()
+        .default('lb-fleet-results-migrated')
+        .superRefine((v, ctx) => {
+          const problem = bucketNameProblem(v);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }),
       /** Queues are `<prefix><fleet id>-work|-done|-dlq`; CT_FLEET_QUEUE_PREFIX. */
       queue_prefix: z.string().regex(/^[A-Za-z0-9_-]*$/, 'letters, digits, _ and - only').default('lb-fleet-'),
       /** Workers' security group (outbound only), created when missing; CT_FLEET_SECURITY_GROUP. */

@@ -70,22 +70,16 @@ export async function pinSettings(names: readonly string[], o: PinOptions): Prom
   for (const name of names) {
     const locked = o.lock.get(name);
     const entry = o.registry.has(name) ? o.registry.get(name) : undefined;
-    const checkout = join(resolve(root, o.settingsDir), name);
-    if (!locked && !entry) {
-      // The examples' set-up (CT_SETTINGS_DIR=examples/settings) gets here: name what is missing.
-      if (existsSync(checkout)) {
-        throw new ConfigError(
-          `setting ${name} is only a folder here (${checkout}): workers on other machines (external, ec2) fetch each setting from its git repository at the commit ` +
-            `this machine pins. Register its repository with \`ct settings add ${name} REPO\` and run \`ct settings pull ${name}\` (local:N workers read the folder in place)`,
-        );
-      }
-      throw o.registry.unknown(name, o.lock.names());
-    }
+    if (!locked && !entry) throw notRegistered(name, o);
     const repo = locateRepo(entry?.repo ?? locked!.repo, root).display;
     let commit = locked?.commit;
     if (!commit) {
+      const checkout = join(resolve(root, o.settingsDir), name);
       if (!existsSync(join(checkout, '.git'))) {
-        throw new ConfigError(`setting ${name} is neither in the lock file nor pulled; run \`ct settings pull ${name}\` first, so workers get the same commit`);
+        throw new ConfigError(
+          `${PULLED_FROM_GIT}; setting ${name} is neither in the lock file nor pulled, so there is no commit to pin. ` +
+            `Run \`ct settings pull ${name}\` first, so workers get the same commit`,
+        );
       }
       commit = (await o.git.run(['rev-parse', '--verify', 'HEAD^{commit}'], { cwd: checkout })).stdout.trim();
     }
@@ -95,6 +89,25 @@ export async function pinSettings(names: readonly string[], o: PinOptions): Prom
     out.push(pinned);
   }
   return out;
+}
+
+/** Why pins need git, said first in each refusal (local: workers never get these: they read folders in place). */
+const PULLED_FROM_GIT = 'external and EC2 workers pull every setting of the run from git, at the commit this machine pins';
+
+/**
+ * A setting neither registered nor locked. When it is a folder here (a copied or example
+ * setting), say so: the name is right, it only needs a repository behind it.
+ */
+function notRegistered(name: string, o: PinOptions): ConfigError {
+  const folder = join(resolve(o.registry.projectRoot, o.settingsDir), name);
+  if (!existsSync(folder)) {
+    return new ConfigError(`${o.registry.unknown(name, o.lock.names()).message}. Note: ${PULLED_FROM_GIT}, so it must be registered (\`ct settings add ${name} REPO\`)`);
+  }
+  return new ConfigError(
+    `${PULLED_FROM_GIT}, and setting ${name} is only a folder here (${folder}), not registered as a git repository. ` +
+      `Register and pull it: \`ct settings add ${name} <git URL or path of its repository>\`, then \`ct settings pull ${name}\`; ` +
+      'or run with --workers local:N, whose workers read the folder in place',
+  );
 }
 
 function isLocalPath(repo: string): boolean {

@@ -121,6 +121,11 @@ function requestsOf(c: Recorded, tags: (id: string) => Record<string, string>): 
       assert.fail(`EC2 ${op} has no mapping in this test: add it (with its resources and condition keys) and a policy line`);
     }
     // falls through: assert.fail throws
+    case 'IAMClient': {
+      if (op === 'GetInstanceProfile') return [{ action: `iam:${op}`, resource: `arn:aws:iam::${ACCOUNT}:instance-profile/${String(i.InstanceProfileName)}` }];
+      assert.fail(`IAM ${op} has no mapping in this test: add it and a policy line`);
+    }
+    // falls through: assert.fail throws
     default:
       assert.fail(`${c.client} ${op} has no mapping in this test: add it and a policy line`);
   }
@@ -228,6 +233,7 @@ const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: 'pass an admin role', action: 'iam:PassRole', resource: `arn:aws:iam::${ACCOUNT}:role/Admin`, context: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
   { why: 'pass the worker role to Lambda', action: 'iam:PassRole', resource: `arn:aws:iam::${ACCOUNT}:role/linuxbench-worker`, context: { 'iam:PassedToService': 'lambda.amazonaws.com' } },
   { why: 'create an IAM user', action: 'iam:CreateUser', resource: `arn:aws:iam::${ACCOUNT}:user/mallory` },
+  { why: 'read an instance profile other than the workers\'', action: 'iam:GetInstanceProfile', resource: `arn:aws:iam::${ACCOUNT}:instance-profile/Admin` },
   { why: 'SSO session without the LaunchedBy tag launches', as: { ...SSO, context: {} }, action: 'ec2:RunInstances', resource: arn.ec2('instance', '*'), context: { 'aws:RequestTag/LaunchedBy': 'alice', 'aws:RequestTag/ManagedBy': 'ct' } },
   {
     why: "SSO session terminates another user's instance",

@@ -78,8 +78,8 @@ describe("the README's commands for external workers", () => {
   test('with only the examples\' settings folder, the run stops with exit 2 naming what registers a setting', async () => {
     const r = await runCt([...argsOf(RUN!), '--estimate'], { cwd: project, env });
     assert.equal(r.code, 2, r.stdout + r.stderr);
-    assert.match(r.stderr, /setting demo is only a folder here .*examples\/settings\/demo\): workers on other machines \(external, ec2\) fetch each setting from its git repository/);
-    assert.match(r.stderr, /`ct settings add demo REPO` and run `ct settings pull demo`/);
+    assert.match(r.stderr, /external and EC2 workers pull every setting of the run from git.*setting demo is only a folder here .*examples\/settings\/demo\), not registered as a git repository/);
+    assert.match(r.stderr, /`ct settings add demo <git URL or path of its repository>`, then `ct settings pull demo`/);
   });
 
   test('after the set-up the controller pins the setting and prints the worker command the README shows', async () => {

@@ -98,8 +98,8 @@ describe('settings pinned for workers', () => {
     const o = { registry, lock: SettingsLock.read(root), settingsDir: 'examples/settings', git: runner };
     await assert.rejects(pinSettings(['local_only'], o), (e: unknown) => {
       assert.ok(e instanceof ConfigError);
-      assert.match(e.message, /setting local_only is only a folder here \(.*examples\/settings\/local_only\): workers on other machines \(external, ec2\) fetch each setting from its git repository/);
-      assert.match(e.message, /`ct settings add local_only REPO` and run `ct settings pull local_only`/);
+      assert.match(e.message, /external and EC2 workers pull every setting of the run from git.*setting local_only is only a folder here \(.*examples\/settings\/local_only\), not registered as a git repository/);
+      assert.match(e.message, /`ct settings add local_only <git URL or path of its repository>`, then `ct settings pull local_only`/);
       return true;
     });
   });

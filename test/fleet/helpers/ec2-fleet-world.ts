@@ -1,7 +1,8 @@
 /**
- * A moto account ready for EC2 workers: the worker instance profile, an image id behind the
- * stock-Ubuntu parameter and (optionally) the worker-AMI parameter. Seeded with boto3 (moto's
- * own client library) because ct has no IAM client.
+ * A moto account ready for EC2 workers: the worker instance profile with its role (the controller
+ * refuses a profile that is missing or has no role), an image id behind the stock-Ubuntu
+ * parameter and (optionally) the worker-AMI parameter. Seeded with boto3 (moto's own client
+ * library), as a user would set the account up with the AWS CLI.
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,6 +24,13 @@ try:
     iam.create_instance_profile(InstanceProfileName=a["profile"])
 except iam.exceptions.EntityAlreadyExistsException:
     pass
+trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+try:
+    iam.create_role(RoleName=a["profile"], AssumeRolePolicyDocument=json.dumps(trust))
+except iam.exceptions.EntityAlreadyExistsException:
+    pass
+if not iam.get_instance_profile(InstanceProfileName=a["profile"])["InstanceProfile"]["Roles"]:
+    iam.add_role_to_instance_profile(InstanceProfileName=a["profile"], RoleName=a["profile"])
 images = boto3.client("ec2", **kw).describe_images(Owners=["amazon"])["Images"]
 ubuntu, worker = images[0]["ImageId"], images[1]["ImageId"]
 ssm = boto3.client("ssm", **kw)
