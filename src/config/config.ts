@@ -15,8 +15,6 @@ export const SETTING_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** An AWS region name (us-east-1, eu-central-2, us-gov-west-1, ap-southeast-4...). */
 const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d{1,2}$/;
-/** S3's rule for bucket names (3-63 lowercase letters, digits, dots and hyphens); it also keeps wildcards out of the IAM policies. */
-const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 /** What SSM accepts in a parameter name; it also keeps wildcards out of the IAM policies. */
 const SSM_PARAMETER = /^[A-Za-z0-9_./-]{1,2048}$/;
 
