@@ -57,7 +57,8 @@ import { fleetLogHeader, oneSampleLog } from './one-sample-log.js';
 import { fetchPinnedSettings, settingsCacheDir } from './settings-fetch.js';
 import { JobSource } from './job-source.js';
 import { Lease } from './lease.js';
-import { MAX_HISTORY, MAX_HISTORY_ERROR, PROTOCOL_VERSION, ticketIsCurrent, type AttemptRecord, type DoneMessage, type Job, type Manifest, type ParsedJobMessage } from './protocol.js';
+import { JobMessages, firstLine } from './job-messages.js';
+import { ticketIsCurrent, type Job, type Manifest, type ParsedJobMessage } from './protocol.js';
 import type { Delivery, JobQueue, ResultStore } from './types.js';
 
 export interface WorkerOptions {
@@ -115,10 +116,6 @@ export interface WorkerResult {
 
 const execFileAsync = promisify(execFile);
 
-/** Longest wait before a failed job is offered again (seconds). */
-const MAX_RETRY_DELAY_SECONDS = 300;
-/** Characters of an error message a done message carries (SQS takes 256 KB a message). */
-const MAX_ERROR_CHARS = 4000;
 
 interface JobItem extends PoolItem {
   job: Job;
@@ -135,7 +132,8 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const manifest = await store.getManifest();
   if (!manifest) throw new ConfigError(`fleet ${queue.fleetId} has no manifest (wrong fleet id, bucket or region?)`);
   if (manifest.fleet_id !== queue.fleetId) throw new ConfigError(`the manifest belongs to fleet ${manifest.fleet_id}, not ${queue.fleetId}`);
-  const counts: Record<JobOutcome, number> = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0, dead: 0, superseded: 0 };
+  const messages = new JobMessages({ queue, fleetId: manifest.fleet_id, workerName: o.workerName, maxAttempts: manifest.max_attempts, retryDelay: config.fleet.retry_delay, log: o.log });
+  const counts = messages.counts;
   if (!(await queue.exists())) {
     o.log(`the queues of fleet ${manifest.fleet_id} are gone (the controller finished the fleet); nothing to do`);
     return { stopped: 'fleet-gone', exitCode: 0, jobs: counts };
@@ -161,125 +159,38 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const header = fleetLogHeader(manifest, o.version);
   const runningItems = new Set<JobItem>();
   let preempted = false;
-  const held = new Map<string, Delivery<ParsedJobMessage>>();
-  const removeHook = session.onForcedStop(async () => {
-    // Forced: no time for fresh messages. Visible again at once (each costs a receive, which the backstop allows for).
-    await Promise.all([...held.values()].map((d) => queue.release(d.receiptHandle).catch(() => {})));
-  });
+  const removeHook = session.onForcedStop(() => messages.releaseAll());
   o.log(`worker ${o.workerName} (pid ${process.pid}): fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once, sandbox run ${session.runId}`);
 
   const seconds = (item: { startedAt: number }) => Math.round((Date.now() - item.startedAt) / 100) / 10;
-  const sendDone = (d: Pick<DoneMessage, 'job_id' | 'status' | 'error' | 'attempt' | 'seconds' | 'reason'>) =>
-    queue
-      .sendDone({
-        version: PROTOCOL_VERSION,
-        fleet_id: manifest.fleet_id,
-        worker: o.workerName,
-        ...d,
-        ...(d.status === 'ok' ? { key: `${manifest.fleet_id}/${d.job_id}.eval` } : {}),
-        ...(d.error !== undefined ? { error: d.error.slice(0, MAX_ERROR_CHARS) } : {}),
-      })
-      .catch((e) => o.log(`job ${d.job_id}: could not send its ${d.status} report: ${errorMessage(e)}`));
-  /** The attempt this delivery is: attempts spent by earlier messages + this message's receives. */
-  const attemptOf = (d: Delivery<ParsedJobMessage>) => d.message!.attempts + d.receiveCount;
-
-  /**
-   * Queues the job again as a fresh message, then deletes this one: what a hand-back (no attempt
-   * spent: `attempts` counts only this message's earlier receives, which died) and a reported
-   * failure (this attempt spent, `delaySeconds` before the next) both do.
-   */
-  const requeue = async (d: Delivery<ParsedJobMessage>, next: { attempts: number; history: AttemptRecord[]; delaySeconds?: number }): Promise<boolean> => {
-    const m = d.message!;
-    try {
-      const sent = await queue.enqueue([{ ...m, attempts: next.attempts, history: next.history }], next.delaySeconds ? { delaySeconds: next.delaySeconds } : {});
-      if (sent.failed > 0) throw new Error('SQS refused the message');
-    } catch (e) {
-      // The message stays ours until its visibility passes; then it is offered again (one more receive).
-      o.log(`job ${m.job.job_id}: could not queue it again (its message returns when its visibility passes): ${errorMessage(e)}`);
-      held.delete(d.receiptHandle);
-      return false;
-    }
-    held.delete(d.receiptHandle);
-    await queue.delete(d.receiptHandle).catch((e) => o.log(`job ${m.job.job_id}: could not delete its old message (a worker will find it superseded or done): ${errorMessage(e)}`));
-    return true;
-  };
-  /** Hands jobs back without spending an attempt: the worker is stopping, or its spot instance goes. */
-  const handBack = async (ds: Delivery<ParsedJobMessage>[], reason: 'stopping' | 'spot', elapsed = 0): Promise<void> => {
-    await Promise.all(
-      ds.map(async (d) => {
-        if (!d.message) return release(d);
-        const job = d.message.job;
-        if (await requeue(d, { attempts: attemptOf(d) - 1, history: d.message.history })) {
-          if (reason === 'spot') counts.preempted++;
-          else counts.released++;
-          await sendDone({ job_id: job.job_id, status: 'handed_back', reason, attempt: attemptOf(d), seconds: elapsed });
-          o.log(`job ${job.job_id} handed back (${reason === 'spot' ? 'spot interruption' : 'the worker is stopping'}): queued again, no attempt spent`);
-        }
-      }),
-    );
-  };
-  const release = async (d: Delivery<ParsedJobMessage>) => {
-    held.delete(d.receiptHandle);
-    await queue.release(d.receiptHandle).catch((e) => o.log(`message ${d.messageId}: could not hand it back (offered again when its visibility passes): ${errorMessage(e)}`));
-  };
-  /** A job whose attempts are spent: on the dead-letter queue with its history, for the controller to record. */
-  const deadLetter = async (d: Delivery<ParsedJobMessage>, reason: string, attempts: number, history: AttemptRecord[]) => {
-    const m = d.message!;
-    try {
-      await queue.deadLetter({ ...m, attempts, history, dead: { reason: reason.slice(0, MAX_HISTORY_ERROR), attempts } });
-    } catch (e) {
-      o.log(`job ${m.job.job_id}: could not move it to the dead-letter queue (offered again when its visibility passes): ${errorMessage(e)}`);
-      held.delete(d.receiptHandle);
-      return;
-    }
-    held.delete(d.receiptHandle);
-    await queue.delete(d.receiptHandle).catch(() => {});
-    counts.dead++;
-    await sendDone({ job_id: m.job.job_id, status: 'dead', error: reason, attempt: attempts, seconds: 0 });
-    o.log(`job ${m.job.job_id} failed for good after ${attempts} attempt(s): ${firstLine(reason)}`);
-  };
-  /** An attempt without a result: recorded in the job's history, and offered again after the retry delay (or dead when none is left). */
-  const failAttempt = async (d: Delivery<ParsedJobMessage>, error: string, secs: number) => {
-    const m = d.message!;
-    const attempt = attemptOf(d);
-    const history = [...m.history, { attempt, worker: o.workerName, error: error.slice(0, MAX_HISTORY_ERROR) }].slice(-MAX_HISTORY);
-    counts.failed++;
-    if (attempt >= maxAttempts) return deadLetter(d, error, attempt, history);
-    const delay = Math.min(config.fleet.retry_delay * attempt, MAX_RETRY_DELAY_SECONDS);
-    await sendDone({ job_id: m.job.job_id, status: 'error', error, attempt, seconds: secs });
-    await requeue(d, { attempts: attempt, history, delaySeconds: delay });
-    o.log(`job ${m.job.job_id} failed in ${secs}s (attempt ${attempt} of ${maxAttempts}; offered again in ${delay}s): ${firstLine(error)}`);
-  };
 
   /** A received message turned into a sample to run, or handled here (unreadable, superseded, already done, dead, cannot resolve). */
   const take = async (d: Delivery<ParsedJobMessage>): Promise<JobItem | undefined> => {
-    held.set(d.receiptHandle, d);
+    messages.hold(d);
     const startedAt = Date.now();
     const problem = d.problem ?? (d.message && d.message.fleet_id !== manifest.fleet_id ? `a job of fleet ${d.message.fleet_id}, not ${manifest.fleet_id}` : undefined);
     if (!d.message || problem) {
       // Never run, never deleted: SQS dead-letters it after its backstop receive count.
-      await release(d);
+      await messages.release(d);
       counts.unreadable++;
       o.log(`message ${d.messageId} not run (receive ${d.receiveCount}): ${problem ?? 'unreadable'}`);
       return undefined;
     }
     const m = d.message;
     const job = m.job;
-    const attempt = attemptOf(d);
+    const attempt = messages.attemptOf(d);
     try {
       // A message of a superseded generation: its job has a newer message (or a result); dropped unrun.
       if (!ticketIsCurrent(await store.getLedger(), job.job_id, m.ticket)) {
-        held.delete(d.receiptHandle);
-        await queue.delete(d.receiptHandle);
+        await messages.remove(d);
         counts.superseded++;
-        await sendDone({ job_id: job.job_id, status: 'superseded', attempt, seconds: 0 });
+        await messages.report({ job_id: job.job_id, status: 'superseded', attempt, seconds: 0 });
         o.log(`job ${job.job_id}: a message of an earlier generation (${m.ticket}) dropped unrun`);
         return undefined;
       }
       if (await store.hasResult(job.job_id)) {
-        await sendDone({ job_id: job.job_id, status: 'ok', attempt, seconds: 0 });
-        held.delete(d.receiptHandle);
-        await queue.delete(d.receiptHandle);
+        await messages.report({ job_id: job.job_id, status: 'ok', attempt, seconds: 0 });
+        await messages.remove(d);
         counts.skipped++;
         o.log(`job ${job.job_id} skipped: its result is already stored`);
         return undefined;
@@ -288,7 +199,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       if (!(e instanceof CloudError)) throw e;
       // Reading the ledger or the result failed in AWS, not in the job: handed back, not an attempt.
       o.log(`job ${job.job_id}: ${errorMessage(e)}; handed back`);
-      await handBack([d], 'stopping');
+      await messages.handBack([d], 'stopping');
       return undefined;
     }
     if (attempt > maxAttempts) {
@@ -298,7 +209,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
         m.history.length > 0
           ? `${m.history[m.history.length - 1]!.error}${silent > 0 ? ` (and ${silent} attempt(s) ended without a report: the worker died or froze past the visibility timeout)` : ''}`
           : `no worker reported why: ${attempt - 1} attempt(s) ended without a report (the worker died, or froze past the visibility timeout)`;
-      await deadLetter(d, reason, attempt - 1, m.history);
+      await messages.deadLetter(d, reason, attempt - 1, m.history);
       return undefined;
     }
     try {
@@ -307,7 +218,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       const lease = new Lease({ queue, receiptHandle: d.receiptHandle, jobId: job.job_id, visibilitySeconds: config.fleet.visibility_timeout, capSeconds: config.fleet.heartbeat_cap, log: o.log }).start();
       return { sample, epoch: job.epoch, job, delivery: d, startedAt, lease };
     } catch (e) {
-      await failAttempt(d, errorMessage(e), seconds({ startedAt }));
+      await messages.failAttempt(d, errorMessage(e), seconds({ startedAt }));
       return undefined;
     }
   };
@@ -319,19 +230,18 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     if (item.requeued) return;
     try {
       if (session.signal.aborted && result.error) {
-        await handBack([d], 'stopping', seconds(item));
+        await messages.handBack([d], 'stopping', seconds(item));
         return;
       }
       if (end === 'no-result') {
-        await failAttempt(d, reason ?? result.error?.message ?? 'the attempt produced no result', seconds(item));
+        await messages.failAttempt(d, reason ?? result.error?.message ?? 'the attempt produced no result', seconds(item));
         return;
       }
       const put = await store.putResult(job.job_id, await oneSampleLog(result, header));
       // An error result is marked, so a rerun finds what to retry without reading every result.
       if (put.stored && result.error) await store.putErrorMarker({ job_id: job.job_id, kind: 'sample', error: firstLine(result.error.message) });
-      await sendDone({ job_id: job.job_id, status: 'ok', attempt: attemptOf(d), seconds: seconds(item) });
-      await queue.delete(d.receiptHandle);
-      held.delete(d.receiptHandle);
+      await messages.report({ job_id: job.job_id, status: 'ok', attempt: messages.attemptOf(d), seconds: seconds(item) });
+      await messages.remove(d);
       counts.ok++;
       if (!put.stored) o.log(`job ${job.job_id}: another worker stored its result first; this attempt's result was not kept`);
       else o.log(`job ${job.job_id} ok in ${seconds(item)}s${result.error ? ` (sample error: ${firstLine(result.error.message)})` : ''}`);
@@ -368,7 +278,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       item.requeued = true;
       item.lease.stop();
     }
-    await Promise.all(items.map((item) => handBack([item.delivery], 'spot', seconds(item))));
+    await Promise.all(items.map((item) => messages.handBack([item.delivery], 'spot', seconds(item))));
     session.stop();
   }
 
@@ -388,7 +298,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     stopped: () => session.signal.aborted || session.stopping.aborted,
     signal: session.signal,
     take,
-    handBack: (ds) => handBack(ds, preempted ? 'spot' : 'stopping'),
+    handBack: (ds) => messages.handBack(ds, preempted ? 'spot' : 'stopping'),
     log: o.log,
   });
   try {
@@ -491,8 +401,5 @@ function resolveSample(catalog: SettingsCatalog, job: Job): Sample {
   return sample;
 }
 
-function firstLine(s: string): string {
-  return s.split('\n')[0]!.slice(0, 200);
-}
 
 export type { Manifest };
