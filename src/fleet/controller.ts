@@ -28,7 +28,8 @@ import type { FleetLauncher } from './launcher.js';
 import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
 import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
 import { PROTOCOL_VERSION, type ErrorMarker, type Job, type Manifest, type ParsedJobMessage, type QueueLedger } from './protocol.js';
-import { DEFAULT_RETENTION_SECONDS } from './sqs-job-queue.js';
+import { queueUnfinished } from './queue-ledger.js';
+import { Watchdog } from './watchdog.js';
 import { backstopReceiveCount, type Delivery, type JobQueue, type ResultStore } from './types.js';
 
 export interface FleetTimings {
@@ -131,11 +132,6 @@ export interface RunFleetResult {
 /** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
 const MAX_RELAUNCH_FACTOR = 3;
 /**
- * A ledger older than this is not trusted (SQS drops messages after their retention, 14 days):
- * a fleet paused that long has its unfinished jobs queued again. One day of margin.
- */
-const LEDGER_TRUST_MS = (DEFAULT_RETENTION_SECONDS - 86_400) * 1000;
-/**
  * Tries of one controller step (creating the queues, enqueueing, one round of tracking, the
  * merge) when AWS said try again after the SDK's own 5 attempts: 6, waiting about 1, 2, 4, 8 and
  * 16 s between them. Every step is safe to repeat: results are first-writer-wins, a job finished
@@ -189,7 +185,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       events.add('warning', { kind: 'queue_attributes_reconciled', changes: created.reconciled });
       progress.note(`queue settings changed since the fleet started; updated: ${created.reconciled.join(', ')}`);
     }
-    sent = await queueUnfinished(created.queueId);
+    sent = await queueUnfinished({ store, queue, manifest, done, retry, queueId: created.queueId, events, step });
   }
   events.add('enqueue', { jobs: sent });
   for (const id of retryIds) done.delete(id);
@@ -206,9 +202,19 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const launchBudget = Math.max(1, launched) * MAX_RELAUNCH_FACTOR;
 
   let end: FleetEnd = 'complete';
-  let lastProgress = Date.now();
-  let lastDone = done.size;
-  let warnedAt = 0;
+  const watchdog = new Watchdog({
+    warningMinutes: o.timings.staleWarningMinutes,
+    teardownMinutes: o.timings.staleTeardownMinutes,
+    onWarning: (idle) => {
+      events.add('warning', { kind: 'stale', idle_minutes: idle, left: ids.size - done.size });
+      progress.note(`warning: no job finished for ${idle} min (${ids.size - done.size} left); see the worker logs in ${o.logDir}/fleet/${manifest.fleet_id}/`);
+    },
+    onTeardown: (idle) => {
+      events.add('warning', { kind: 'stale_teardown', idle_minutes: idle });
+      progress.note(`no job finished for ${idle} min: the fleet was stopped; results are kept. Resume with:\n  ${o.resumeCommand}`);
+    },
+  });
+  watchdog.check(done.size);
   let workerStart = Date.now();
   let workerSeconds = 0;
   let liveWorkers: number | undefined = o.launcher.kind === 'external' ? undefined : launched;
@@ -269,63 +275,6 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   events.add('teardown', { queues: 'deleted', results_kept: true });
   progress.stop();
   return result;
-
-  /**
-   * Queues what has no message: every unfinished job, unless a `queued` ledger of this same work
-   * queue says they are all still there (visible, in flight, delayed or dead-lettered), plus the
-   * error results being retried. Why a controller may die between any two steps:
-   *   1. ledger := enqueueing (generation g)      died here: the next run sees `enqueueing`,
-   *                                               trusts nothing and queues every unfinished job
-   *                                               under g+1; workers drop older messages unrun.
-   *   2. retried results, then markers, deleted   died here: those jobs are unfinished, as in 1.
-   *   3. messages sent with ticket g              died here: as in 1; duplicates are superseded.
-   *   4. ledger := queued                         from here a resume queues nothing again.
-   * Returns the messages sent.
-   */
-  async function queueUnfinished(queueId: string): Promise<number> {
-    const ledger = await store.getLedger();
-    const unfinished = manifest.jobs.filter((j) => !done.has(j.job_id));
-    let trusted =
-      ledger !== undefined && ledger.state === 'queued' && ledger.queue_id === queueId && Date.now() - Date.parse(ledger.updated) < LEDGER_TRUST_MS;
-    if (trusted && unfinished.length > 0) {
-      // A queue with nothing at all in it cannot hold the unfinished jobs' messages.
-      const d = await queue.depth();
-      if (d.work.visible + d.work.inFlight + d.work.delayed + d.dead.visible + d.dead.inFlight === 0) trusted = false;
-    }
-    const generation = (ledger?.generation ?? 0) + 1;
-    const retried = retry.map((r) => jobsById.get(r.jobId)!);
-    const toSend: Job[] = [...(trusted ? [] : unfinished), ...retried];
-    if (toSend.length === 0) return 0;
-    const next: QueueLedger = {
-      version: PROTOCOL_VERSION,
-      fleet_id: manifest.fleet_id,
-      generation,
-      base: trusted ? ledger!.base : generation,
-      requeued: trusted ? { ...ledger!.requeued, ...Object.fromEntries(retried.map((j) => [j.job_id, generation])) } : {},
-      state: 'enqueueing',
-      queue_id: queueId,
-      updated: new Date().toISOString(),
-    };
-    await step('writing the queue ledger', () => store.putLedger(next));
-    if (retried.length) {
-      await step('removing the error results to retry', async () => {
-        for (const r of retry) {
-          await store.deleteResult(r.jobId);
-          await store.deleteErrorMarker(r.jobId, r.kind);
-        }
-      });
-      events.add('retry', { jobs: retry.map((r) => r.jobId), kinds: retry.map((r) => r.kind) });
-    }
-    const r = await step('enqueueing the jobs', () =>
-      queue.enqueue(toSend.map((job) => ({ version: PROTOCOL_VERSION, fleet_id: manifest.fleet_id, job, ticket: generation, attempts: 0, history: [] }))),
-    );
-    if (r.failed > 0) throw new Error(`SQS refused ${r.failed} of ${toSend.length} job(s); run the same command again to queue the rest`);
-    await step('writing the queue ledger', () => store.putLedger({ ...next, state: 'queued', updated: new Date().toISOString() }));
-    if (ledger && !trusted && unfinished.length > 0) {
-      events.add('warning', { kind: 'requeued_generation', generation, jobs: unfinished.length, why: ledger.state === 'enqueueing' ? 'an earlier enqueue did not finish' : 'the earlier messages are gone' });
-    }
-    return r.sent;
-  }
 
   /** Error markers as the merged results say: one for every error result, none for the others. */
   async function reconcileErrorMarkers(m: MergeOutcome): Promise<void> {
@@ -398,12 +347,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       }
       // Some workers died (an instance ended) while jobs wait that nobody takes: top the fleet up.
       if (live !== undefined && live > 0 && work.visible > 0 && live < Math.min(o.workers, ids.size - done.size)) await replaceWorkers(live);
-      if (done.size !== lastDone) {
-        lastDone = done.size;
-        lastProgress = Date.now();
-      } else if (checkStale()) {
-        return 'stale';
-      }
+      if (watchdog.check(done.size)) return 'stale';
     }
     return undefined;
   }
@@ -502,23 +446,6 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     events.add('replace', { workers: o.launcher.names().slice(-n), left });
     progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);
     return true;
-  }
-
-  /** Warns after stale_warning_minutes without a finished job; true after stale_teardown_minutes. */
-  function checkStale(): boolean {
-    const idle = Date.now() - lastProgress;
-    const mins = (ms: number) => Math.round((ms / 60_000) * 10) / 10;
-    if (idle >= o.timings.staleTeardownMinutes * 60_000) {
-      events.add('warning', { kind: 'stale_teardown', idle_minutes: mins(idle) });
-      progress.note(`no job finished for ${mins(idle)} min: the fleet was stopped; results are kept. Resume with:\n  ${o.resumeCommand}`);
-      return true;
-    }
-    if (idle >= o.timings.staleWarningMinutes * 60_000 && Date.now() - warnedAt >= o.timings.staleWarningMinutes * 60_000) {
-      warnedAt = Date.now();
-      events.add('warning', { kind: 'stale', idle_minutes: mins(idle), left: ids.size - done.size });
-      progress.note(`warning: no job finished for ${mins(idle)} min (${ids.size - done.size} left); see the worker logs in ${o.logDir}/fleet/${manifest.fleet_id}/`);
-    }
-    return false;
   }
 }
 
