@@ -11,11 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
-import { planIdInputs, type FleetPlan, type RunPlan } from '../eval/run-plan.js';
+import type { FleetPlan, RunPlan } from '../eval/run-plan.js';
 import { emptyFleetState } from '../fleet/controller.js';
 import { mergedLogPath } from '../fleet/merge-results.js';
 import { fleetLogHeader } from '../fleet/one-sample-log.js';
-import { PROTOCOL_VERSION, type Manifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
 import { collect, positiveInt, positiveNumber } from './parse.js';
@@ -74,9 +73,9 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
 
   // Everything below is checked before any AWS call: bad input creates nothing.
-  const { parseFleetEnvs, pinSettings } = await import('../fleet/settings-pin.js');
+  const { parseFleetEnvs } = await import('../fleet/settings-pin.js');
   parseFleetEnvs(input.envFlags, config.default_setting);
-  const { resolveExtraSrc, packExtraSrc, extraSrcHash, resolveWorkerSetup } = await import('../fleet/extra-src.js');
+  const { resolveExtraSrc, packExtraSrc, resolveWorkerSetup } = await import('../fleet/extra-src.js');
   const trees = resolveExtraSrc(fleet.extraSrc, process.cwd());
   const workerSetup = fleet.workerSetup !== undefined ? resolveWorkerSetup(fleet.workerSetup, trees) : undefined;
   // A `module:export` sandbox must load here from the same roots workers import it from (the
@@ -105,63 +104,16 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         })
       : undefined;
 
-  const { jobsOf, pinLocalSettings } = await import('../fleet/build-manifest.js');
-  const { fleetId: fleetIdOf } = await import('../fleet/fleet-id.js');
-  const { codeSnapshot, buildArchive, uploadArtifact, artifactKey } = await import('../fleet/code-artifact.js');
+  const { buildFleetManifest } = await import('../fleet/build-manifest.js');
+  const { codeSnapshot, buildArchive, uploadArtifact } = await import('../fleet/code-artifact.js');
   const git = { timeoutSeconds: config.git.timeout, env: process.env };
   const code = await codeSnapshot(CT_ROOT, git);
   if (code.warning) process.stderr.write(`warning: ${code.warning}\n`);
-  const jobs = jobsOf(input.samples, plan.epochs);
-  const settingNames = [...new Set(jobs.map((j) => j.setting))];
-  let settings;
-  try {
-    const { SettingsRegistry } = await import('../tasks/settings-registry.js');
-    const { SettingsLock } = await import('../tasks/settings-lock.js');
-    const { GitRunner } = await import('../tasks/git-runner.js');
-    settings = await pinSettings(settingNames, {
-      registry: new SettingsRegistry(config, process.cwd()),
-      lock: SettingsLock.read(process.cwd()),
-      settingsDir: config.settings_dir,
-      git: new GitRunner(git),
-    });
-  } catch (e) {
-    // Workers on this machine read the same settings folder: a setting that is only a local folder is fine for them.
-    if (!(e instanceof ConfigError) || spec.kind !== 'local') throw e;
-    settings = pinLocalSettings(config, settingNames);
-  }
+  const { manifest, fleetId } = await buildFleetManifest({ plan, config, samples: input.samples, ...(input.policy.model ? { model: input.policy.model } : {}), perWorker, code, git, extraSrc: packed, ...(workerSetup ? { workerSetup } : {}), cwd: process.cwd() });
+  const jobs = manifest.jobs;
   // Workers elsewhere get the keys through the fleet's SSM parameters; local ones inherit this environment.
   const { fleetSecretsFromConfig, fleetSecretsPath, replaceFleetSecrets, deleteFleetSecrets } = await import('../fleet/secrets.js');
   const secrets = spec.kind === 'local' ? undefined : fleetSecretsFromConfig(config);
-  const base: Omit<Manifest, 'fleet_id' | 'created'> = {
-    version: PROTOCOL_VERSION,
-    task_name: plan.taskName,
-    epochs: plan.epochs,
-    policy: plan.policy,
-    ...(input.policy.model ? { model: input.policy.model } : {}),
-    sample_options: plan.sampleOptions,
-    samples_per_worker: perWorker,
-    max_attempts: fleet.maxAttempts,
-    code: { sha: code.sha, kind: code.kind, artifact_key: artifactKey(code.sha) },
-    settings,
-    extra_src: packed.map((p) => ({ name: p.name, sha256: p.sha256 })),
-    sandbox: { spec: plan.sandbox, ...(workerSetup ? { worker_setup: workerSetup } : {}) },
-    jobs,
-  };
-  const xsHash = extraSrcHash(packed);
-  // The plan names what of the run changes results; the code, settings, samples and shipped trees are added here.
-  const planned = planIdInputs(plan);
-  const fleetId = fleetIdOf({
-    ...planned,
-    codeSha: code.sha,
-    ...(base.model ? { model: base.model } : {}),
-    sampleIds: input.samples.map((s) => s.id),
-    ...(workerSetup ? { workerSetupHash: workerSetup.sha256 } : {}),
-    ...(xsHash ? { extraSrcHash: xsHash } : {}),
-    settings: settings.map((x) => `${x.name}@${x.commit}`),
-    options: { ...planned.options, settings_of: jobs.map((j) => j.setting) },
-  });
-  const manifest: Manifest = { ...base, fleet_id: fleetId, created: new Date().toISOString() };
-
   const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
   applyAwsEnvironment(config.aws_env);
   const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');

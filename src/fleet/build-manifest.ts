@@ -1,15 +1,90 @@
 /**
- * What the controller builds a manifest from besides the pinned settings (`settings-pin.ts`):
- * the jobs (samples x epochs), and pins for settings that exist only as local folders, which
- * `local:` workers read in place.
+ * The fleet's manifest and id, from the compiled run (`eval/run-plan.ts`), the code snapshot, the
+ * pinned settings (`settings-pin.ts`) and the shipped trees: the jobs (samples x epochs), pins
+ * for settings that exist only as local folders (which `local:` workers read in place), and the
+ * fleet id over everything that changes results.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { Config } from '../config/config.js';
+import { ConfigError } from '../errors.js';
+import { planIdInputs, type FleetPlan, type RunPlan } from '../eval/run-plan.js';
+import { GitRunner } from '../tasks/git-runner.js';
+import { SettingsLock } from '../tasks/settings-lock.js';
+import { SettingsRegistry } from '../tasks/settings-registry.js';
 import type { Sample } from '../tasks/types.js';
-import type { Job, ManifestSetting } from './protocol.js';
+import { artifactKey, type CodeSnapshot, type GitOptions } from './code-artifact.js';
+import { extraSrcHash, type PackedExtraSrc } from './extra-src.js';
+import { fleetId as fleetIdOf } from './fleet-id.js';
+import { PROTOCOL_VERSION, type Job, type Manifest, type ManifestSetting } from './protocol.js';
+import { pinSettings } from './settings-pin.js';
+
+export interface FleetManifestInput {
+  plan: RunPlan & { fleet: FleetPlan };
+  config: Config;
+  samples: readonly Sample[];
+  /** The model the policy calls (the log's eval.model). */
+  model?: string;
+  /** Samples each worker runs at once (the plan's, or an EC2 instance's size). */
+  perWorker: number;
+  code: CodeSnapshot;
+  git: GitOptions;
+  extraSrc: readonly PackedExtraSrc[];
+  workerSetup?: { path: string; sha256: string };
+  /** The project root settings are registered in. */
+  cwd: string;
+}
+
+/** The run's manifest (created now) and its fleet id. */
+export async function buildFleetManifest(o: FleetManifestInput): Promise<{ manifest: Manifest; fleetId: string }> {
+  const { plan, config } = o;
+  const jobs = jobsOf(o.samples, plan.epochs);
+  const settingNames = [...new Set(jobs.map((j) => j.setting))];
+  let settings: ManifestSetting[];
+  try {
+    settings = await pinSettings(settingNames, {
+      registry: new SettingsRegistry(config, o.cwd),
+      lock: SettingsLock.read(o.cwd),
+      settingsDir: config.settings_dir,
+      git: new GitRunner(o.git),
+    });
+  } catch (e) {
+    // Workers on this machine read the same settings folder: a setting that is only a local folder is fine for them.
+    if (!(e instanceof ConfigError) || plan.fleet.workers.kind !== 'local') throw e;
+    settings = pinLocalSettings(config, settingNames);
+  }
+  const base: Omit<Manifest, 'fleet_id' | 'created'> = {
+    version: PROTOCOL_VERSION,
+    task_name: plan.taskName,
+    epochs: plan.epochs,
+    policy: plan.policy,
+    ...(o.model ? { model: o.model } : {}),
+    sample_options: plan.sampleOptions,
+    samples_per_worker: o.perWorker,
+    max_attempts: plan.fleet.maxAttempts,
+    code: { sha: o.code.sha, kind: o.code.kind, artifact_key: artifactKey(o.code.sha) },
+    settings,
+    extra_src: o.extraSrc.map((p) => ({ name: p.name, sha256: p.sha256 })),
+    sandbox: { spec: plan.sandbox, ...(o.workerSetup ? { worker_setup: o.workerSetup } : {}) },
+    jobs,
+  };
+  const xsHash = extraSrcHash(o.extraSrc);
+  // The plan names what of the run changes results; the code, settings, samples and shipped trees are added here.
+  const planned = planIdInputs(plan);
+  const fleetId = fleetIdOf({
+    ...planned,
+    codeSha: o.code.sha,
+    ...(o.model ? { model: o.model } : {}),
+    sampleIds: o.samples.map((s) => s.id),
+    ...(o.workerSetup ? { workerSetupHash: o.workerSetup.sha256 } : {}),
+    ...(xsHash ? { extraSrcHash: xsHash } : {}),
+    settings: settings.map((x) => `${x.name}@${x.commit}`),
+    options: { ...planned.options, settings_of: jobs.map((j) => j.setting) },
+  });
+  return { manifest: { ...base, fleet_id: fleetId, created: new Date().toISOString() }, fleetId };
+}
 
 /**
  * A job's id: the sample id with `:` as `.` and its epoch, e.g. `notes_app.fix_config.e3`.
