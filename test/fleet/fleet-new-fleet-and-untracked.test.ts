@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { onlyLog, runCt } from '../helpers/cli.js';
@@ -88,6 +88,15 @@ describe('fleet controller: untracked-file warning, --new-fleet, no SSM for loca
     assert.equal(held.objects.filter((o) => o.endsWith('.eval')).length, 2, 'one result per job: the earlier ones were replaced');
     const [log] = await readWithInspect([onlyLog(logDir2)]);
     assert.equal(log!.samples.length, 2);
+
+    // Once more into the first log dir: the prompt says what goes, and the earlier merged log goes with it.
+    const before = readdirSync(logDir).filter((f) => f.endsWith('.eval'));
+    assert.equal(before.length, 1);
+    const third = await runCt([...RUN, '--log-dir', logDir, '--yes', '--new-fleet'], { cwd: dirs.work, env, timeoutMs: 180_000 });
+    assert.equal(third.code, 0, `${third.stdout}\n${third.stderr}`);
+    assert.match(third.stderr, new RegExp(`--new-fleet drops the 2 result\\(s\\) fleet ${fleetId} already has`));
+    const after = readdirSync(logDir).filter((f) => f.endsWith('.eval'));
+    assert.equal(after.length, 1, `the log dir holds the fleet once: ${after.join(', ')}`);
   });
 });
 
