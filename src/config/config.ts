@@ -250,7 +250,11 @@ export const configSchema = z.object({
       instance_max_hours: z.number().positive().default(24),
       /** A worker's name in done messages and logs; CT_WORKER_NAME. Default: host name and pid. */
       worker_name: z.string().min(1).optional(),
-      /** Receives of one job before it goes to the dead-letter queue; CT_FLEET_MAX_RECEIVE_COUNT. */
+      /**
+       * Attempts of one job before it goes to the dead-letter queue, as ct counts them: a failure a
+       * worker reports or a worker that died; a hand-back is none. SQS's own redrive is set two
+       * receives above, as a backstop; CT_FLEET_MAX_RECEIVE_COUNT.
+       */
       max_receive_count: z.number().int().min(1).max(1000).default(3),
       /** The controller warns after this many minutes without progress. */
       stale_warning_minutes: z.number().positive().default(10),
