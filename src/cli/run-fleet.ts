@@ -3,7 +3,7 @@
  * run-eval.ts adds the flags (`addFleetOptions`) and hands over when the compiled plan is a fleet's.
  */
 import { errorExcerpt } from '../eval/error-excerpt.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -167,11 +167,12 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     out(formatEstimate(estimate, label));
     if (retried) out(`retrying ${retried} job(s) whose result is an error (${state.errors.filter((e) => e.kind === 'dead').length} dead-lettered); --no-retry-errors keeps them`);
     else if (state.errors.length) out(`keeping ${state.errors.length} error result(s) (--no-retry-errors)`);
-    const priorLog = found.prior ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined;
+    // The fleet's earlier merged logs in this log dir: every merge its events recorded, and the prior manifest's name.
+    const priorLogs = fleet.newFleet ? earlierMergedLogs(config.log_dir, fleetId, found.prior ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined) : [];
     if (fleet.newFleet && found.prior) {
       out(
         `--new-fleet drops the ${found.done.size} result(s) fleet ${fleetId} already has in s3://${config.fleet.bucket}/${fleetId}/` +
-          (priorLog && existsSync(priorLog) ? ` and its merged log ${priorLog}` : '') +
+          (priorLogs.length ? ` and its merged log ${priorLogs.join(', ')}` : '') +
           '; every job runs again',
       );
     }
@@ -203,7 +204,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       await deleteFleetObjects(s3, config.fleet.bucket, fleetId);
       state = emptyFleetState();
       // The earlier merged log goes too, so the log dir holds this fleet once.
-      if (priorLog) await rm(priorLog, { force: true });
+      for (const p of priorLogs) await rm(p, { force: true });
     }
 
     const { FleetEventsLog } = await import('../fleet/events-log.js');
@@ -310,6 +311,23 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     ssm.destroy();
     sts.destroy();
   }
+}
+
+/** Merged logs of `fleetId` that still exist in `logDir`: those its events.jsonl names, and `also`. */
+function earlierMergedLogs(logDir: string, fleetId: string, also: string | undefined): string[] {
+  const events = join(logDir, 'fleet', fleetId, 'events.jsonl');
+  const paths = new Set<string>(also ? [also] : []);
+  if (existsSync(events)) {
+    for (const line of readFileSync(events, 'utf8').split('\n')) {
+      try {
+        const e = JSON.parse(line) as { event?: string; path?: unknown };
+        if (e.event === 'merge' && typeof e.path === 'string') paths.add(e.path);
+      } catch {
+        // a line cut short by a killed controller
+      }
+    }
+  }
+  return [...paths].filter((p) => existsSync(p));
 }
 
 /** Sandboxes of local workers that were killed (their process is gone) are removed at the end. */
