@@ -161,7 +161,11 @@ describe('fleet lifecycle: stop, resume, retry without paying twice', () => {
     assert.equal(log!.samples.length, 1);
     assert.equal(log!.samples[0]!.error, null);
     const events = readEvents(readFileSync(join(logDir, 'fleet', fleetId, 'events.jsonl'), 'utf8'));
-    assert.equal(events.filter((e) => e.event === 'handed_back').length, 2, 'two hand-backs recorded');
+    // Two hand-backs at least: a stopping worker's long poll (never aborted) may still bring it the
+    // job it just queued again, which it hands back once more — still no attempt spent.
+    const handBacks = events.filter((e) => e.event === 'handed_back');
+    assert.ok(handBacks.length >= 2, `hand-backs recorded: ${handBacks.length}`);
+    assert.ok(handBacks.every((e) => e.attempt === 1), 'every hand-back was of the first attempt');
     assert.doesNotMatch(r.stderr, /workers \?/, 'external workers are counted by their reports');
     assert.match(r.stderr, /workers [1-9]/);
     assert.ok(!events.some((e) => e.event === 'job_dead'));
