@@ -189,12 +189,13 @@ export function registerCloudCommands(program: Command): void {
     });
 }
 
-type Clients = import('../cloud/aws-clients.js').AwsClients & import('../cloud/aws-clients.js').FleetClients;
+type Clients = import('../cloud/ec2-clients.js').AwsClients & import('../cloud/aws-clients.js').FleetClients;
 
 /** Loads the config, checks the credentials (before any other call), runs `body`, closes the clients. */
 export async function withCloud(flags: CommonFlags, body: (config: Config, caller: CallerIdentity, c: Clients) => Promise<void>): Promise<void> {
   const config = loadConfig({ cwd: process.cwd(), env: process.env, overrides: { 'ec2.region': flags.region } });
-  const { applyAwsEnvironment, createAwsClients, createFleetClients } = await import('../cloud/aws-clients.js');
+  const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
+  const { createAwsClients } = await import('../cloud/ec2-clients.js');
   const { checkCredentialSources, preflightCredentials } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
   // Read the fleet section now: a bad value there is a usage error before any AWS call.

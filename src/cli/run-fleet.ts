@@ -245,12 +245,15 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         store,
         ensureBucket: async () => {
           await store.ensureBucket();
-          // What workers elsewhere need: the code at its SHA and the extra-src trees (each skipped when present).
-          const file = await buildArchive(code.root, code.sha, git);
-          try {
-            await uploadArtifact(store, code.sha, file);
-          } finally {
-            await rm(dirname(file), { recursive: true, force: true });
+          // What workers need: the extra-src trees, and (EC2 instances only: they bootstrap ct from it)
+          // the code at its SHA; each skipped when present. Local and external workers run their own ct.
+          if (spec.kind === 'ec2') {
+            const file = await buildArchive(code.root, code.sha, git);
+            try {
+              await uploadArtifact(store, code.sha, file);
+            } finally {
+              await rm(dirname(file), { recursive: true, force: true });
+            }
           }
           for (const p of packed) await store.putArtifact(p.sha256, p.gzip);
         },
@@ -375,7 +378,8 @@ function printFleetSummary(
 
 /** The read-only part of launching EC2 workers: caller, instance size, AMI. */
 async function planEc2(config: Config) {
-  const { applyAwsEnvironment, createAwsClients } = await import('../cloud/aws-clients.js');
+  const { applyAwsEnvironment } = await import('../cloud/aws-clients.js');
+  const { createAwsClients } = await import('../cloud/ec2-clients.js');
   const { preflightCredentials } = await import('../cloud/credentials.js');
   const { instanceSize, concurrencyFor, workerImage } = await import('../fleet/ec2-worker-plan.js');
   applyAwsEnvironment(config.aws_env);
@@ -403,7 +407,7 @@ async function ec2Launcher(
   plan: Awaited<ReturnType<typeof planEc2>>,
   o: { fleetId: string; artifactKey: string; perWorker: number; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
 ) {
-  const { createEc2Client } = await import('../cloud/aws-clients.js');
+  const { createEc2Client } = await import('../cloud/ec2-clients.js');
   const { ensureEgressOnlySecurityGroup } = await import('../cloud/security-group.js');
   const { renderUserData } = await import('../fleet/user-data.js');
   const { Ec2Launcher } = await import('../fleet/ec2-launcher.js');

@@ -1,5 +1,3 @@
-import { EC2Client } from '@aws-sdk/client-ec2';
-import { EC2InstanceConnectClient } from '@aws-sdk/client-ec2-instance-connect';
 import type { IAMClient } from '@aws-sdk/client-iam';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -7,17 +5,11 @@ import { SSMClient } from '@aws-sdk/client-ssm';
 import { STSClient } from '@aws-sdk/client-sts';
 import { recordCalls } from './call-recorder.js';
 
-/** The AWS clients ct's cloud code uses, all in one region. */
-export interface AwsClients {
-  region: string;
-  ec2: EC2Client;
-  ssm: SSMClient;
-  sts: STSClient;
-  instanceConnect: EC2InstanceConnectClient;
-}
+// The EC2 clients live in ec2-clients.ts: the EC2 SDK alone takes ~0.65 s to load, which a
+// fleet's controller and every worker on local or external machines would otherwise pay.
 
 /** Attempts per AWS call (the SDK's standard retry mode: throttling and 5xx are retried, jittered). */
-const MAX_ATTEMPTS = 5;
+export const MAX_ATTEMPTS = 5;
 
 /**
  * STS is asked once, who the caller is, before anything starts. Its answer takes well under a
@@ -26,7 +18,7 @@ const MAX_ATTEMPTS = 5;
  * default has no timeout). Credential providers (SSO, credential_process) run before the
  * request and are not limited by this.
  */
-const STS_OPTIONS = {
+export const STS_OPTIONS = {
   maxAttempts: 3,
   requestHandler: { connectionTimeout: 5_000, requestTimeout: 10_000, throwOnRequestTimeout: true },
 };
@@ -41,31 +33,6 @@ const STS_OPTIONS = {
 export function applyAwsEnvironment(awsEnv: Record<string, string>): void {
   for (const [k, v] of Object.entries(awsEnv)) if (process.env[k] === undefined) process.env[k] = v;
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-}
-
-/**
- * Clients for one region. Credentials come from the SDK's standard chain (environment keys, SSO
- * and other profiles, container and instance roles); endpoints from AWS_ENDPOINT_URL*, so the
- * same code talks to AWS or to any API-compatible server without code changes.
- */
-export function createAwsClients(region: string): AwsClients {
-  const common = { region, maxAttempts: MAX_ATTEMPTS };
-  return {
-    region,
-    ec2: createEc2Client(region),
-    ssm: recordCalls(new SSMClient(common)),
-    sts: recordCalls(new STSClient({ ...common, ...STS_OPTIONS })),
-    instanceConnect: recordCalls(new EC2InstanceConnectClient(common)),
-  };
-}
-
-/**
- * An EC2 client alone (the fleet's launcher, the exit hook that terminates an instance), made and
- * recorded as every other. `recordAs` names the caller in the call log when the process is not a
- * ct command (default: the command this process runs).
- */
-export function createEc2Client(region: string, o: { recordAs?: string } = {}): EC2Client {
-  return recordCalls(new EC2Client({ region, maxAttempts: MAX_ATTEMPTS }), o.recordAs);
 }
 
 /** The clients fleet mode adds: SQS for jobs, S3 for results, SSM for the fleet's secrets. */

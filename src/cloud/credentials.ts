@@ -1,6 +1,6 @@
 import { GetCallerIdentityCommand } from '@aws-sdk/client-sts';
 import { ConfigError, cloudError } from '../errors.js';
-import type { AwsClients } from './aws-clients.js';
+import type { AwsClients } from './ec2-clients.js';
 import { unreachableEndpointError } from './endpoint.js';
 
 /** Who is calling AWS: the account and the name instances are tagged with (LaunchedBy). */

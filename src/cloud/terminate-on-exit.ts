@@ -24,7 +24,8 @@ export function terminateOnExit(instanceId: string, region: string): () => void 
 
 async function main(instanceId: string, region: string): Promise<void> {
   // The parent copied .env's AWS settings into the environment this process inherits.
-  const { applyAwsEnvironment, createEc2Client } = await import('./aws-clients.js');
+  const { applyAwsEnvironment } = await import('./aws-clients.js');
+  const { createEc2Client } = await import('./ec2-clients.js');
   applyAwsEnvironment({});
   const { TerminateInstancesCommand } = await import('@aws-sdk/client-ec2');
   await createEc2Client(region, { recordAs: 'terminate-on-exit' }).send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));

@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 import { hostname } from 'node:os';
 import type { Config } from '../../config/config.js';
-import { applyAwsEnvironment, createAwsClients, type AwsClients } from '../../cloud/aws-clients.js';
+import { applyAwsEnvironment } from '../../cloud/aws-clients.js';
+import { createAwsClients, type AwsClients } from '../../cloud/ec2-clients.js';
 import { parseCidr, sshSourceCidr } from '../../cloud/caller-address.js';
 import { checkCredentialSources, preflightCredentials, type CallerIdentity } from '../../cloud/credentials.js';
 import {
