@@ -13,6 +13,7 @@ interface WorkerFlags {
   secrets?: string;
   spotWatch?: boolean;
   exitWithParent?: boolean;
+  waitForFleet?: number;
 }
 
 const FLEET_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -31,6 +32,7 @@ export function registerFleetCommands(program: Command): void {
     .addOption(
       new Option('--secrets <from>', "where the fleet's API keys come from: ssm (its parameters; this machine's own values win) or env (this machine only) (default: fleet.worker_secrets, CT_FLEET_WORKER_SECRETS, ssm)").choices(['ssm', 'env']),
     )
+    .option('--wait-for-fleet <seconds>', "wait up to this long for the fleet's manifest and queues (a worker started while its controller sets the fleet up)", positiveInt)
     .option('--exit-with-parent', 'stop (handing back its jobs) when stdin closes: the process that started this worker and holds its stdin is gone (local: workers)')
     .option('--spot-watch', 'on an EC2 spot instance: watch the instance metadata for an interruption notice (then take no more jobs and queue unfinished ones again before the deadline)')
     .addHelpText(
@@ -137,6 +139,7 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
       log,
       ...(flags.spotWatch ? { spotNotice: await spotNoticeReader(config.aws_env) } : {}),
       ...(flags.exitWithParent ? { parentGone: parentGone.signal } : {}),
+      ...(flags.waitForFleet ? { waitForFleetSeconds: flags.waitForFleet } : {}),
     });
     return result.exitCode;
   } finally {

@@ -62,6 +62,9 @@ export interface FleetRunInput {
   envFlags: string[];
 }
 
+/** Seconds a local worker started ahead of the fleet's setup waits for its manifest and queues. */
+const EARLY_WORKER_WAIT_SECONDS = 120;
+
 /** ct's own checkout: the code workers run. */
 const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
@@ -207,6 +210,15 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       for (const p of priorLogs) await rm(p, { force: true });
     }
 
+    // Local workers boot (~1 s: Node, ct, the sandbox session) while the fleet is set up: they
+    // wait for its manifest and queues. Only when there is work to do.
+    const toRun = jobs.length - state.done.size + (fleet.retryErrors ? state.errors.length : 0);
+    const early =
+      spec.kind === 'local' && toRun > 0
+        ? new LocalLauncher({ fleetId, region: config.ec2.region, concurrency: perWorker, cwd: process.cwd(), env: process.env, logDir: join(config.log_dir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
+        : undefined;
+    const launchedEarly = early ? await early.start(Math.min(workerCount, toRun)) : undefined;
+
     const { FleetEventsLog } = await import('../fleet/events-log.js');
     const { createFleetProgress } = await import('../fleet/fleet-progress.js');
     const events = new FleetEventsLog(config.log_dir, fleetId);
@@ -214,7 +226,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     if (secrets) events.add('secrets_stored', { parameters: await replaceFleetSecrets(ssm, config.fleet.secrets_prefix, fleetId, secrets) });
     const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
     const launcher: import('../fleet/launcher.js').FleetLauncher =
-      ec2Plan
+      early ??
+      (ec2Plan
         ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, perWorker, s3, spot, note: (l) => progress.note(l) })
         : spec.kind === 'local'
         ? new LocalLauncher({
@@ -225,7 +238,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
             env: process.env,
             logDir: join(config.log_dir, 'fleet', fleetId),
           })
-        : new ExternalLauncher({ fleetId, region: config.ec2.region });
+        : new ExternalLauncher({ fleetId, region: config.ec2.region }));
     const ac = new AbortController();
     let signals = 0;
     const onSignal = () => {
@@ -275,6 +288,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         progress,
         pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
         retryErrors: fleet.retryErrors,
+        ...(launchedEarly !== undefined ? { launchedEarly } : {}),
         resumeCommand,
         signal: ac.signal,
       });

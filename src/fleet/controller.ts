@@ -106,6 +106,8 @@ export interface RunFleetOptions {
   pricePerWorkerHour: number;
   /** Queue the jobs whose result is an error again (default true; `--no-retry-errors`). */
   retryErrors?: boolean;
+  /** Workers the launcher already started, ahead of the setup (local ones boot while the queues are made). */
+  launchedEarly?: number;
   /** The command that resumes this fleet, for messages. */
   resumeCommand: string;
   /** First Ctrl-C / SIGTERM: stop tracking, keep the fleet for a resume. */
@@ -191,7 +193,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   for (const id of retryIds) done.delete(id);
   let launched = 0;
   if (remaining.length > 0) {
-    launched = await o.launcher.start(Math.min(o.workers, remaining.length));
+    launched = o.launchedEarly ?? (await o.launcher.start(Math.min(o.workers, remaining.length)));
     if (launched) events.add('launch', { workers: o.launcher.names(), kind: o.launcher.kind });
     const already = remaining.length - sent;
     progress.note(

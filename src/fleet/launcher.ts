@@ -95,7 +95,7 @@ export function fleetWorkerCount(spec: WorkersSpec, limits: WorkerLimits): numbe
  * The command a worker runs for this fleet. It carries no secret: a worker elsewhere reads the
  * fleet's SSM parameters; `secrets: 'env'` (local workers) makes it use only its environment.
  */
-export function workerCommandLine(fleetId: string, region: string, o: { concurrency?: number; secrets?: 'env'; exitWithParent?: boolean } = {}): string[] {
+export function workerCommandLine(fleetId: string, region: string, o: { concurrency?: number; secrets?: 'env'; exitWithParent?: boolean; waitForFleetSeconds?: number } = {}): string[] {
   return [
     'fleet',
     'worker',
@@ -106,6 +106,7 @@ export function workerCommandLine(fleetId: string, region: string, o: { concurre
     ...(o.concurrency !== undefined ? ['--concurrency', String(o.concurrency)] : []),
     ...(o.secrets ? ['--secrets', o.secrets] : []),
     ...(o.exitWithParent ? ['--exit-with-parent'] : []),
+    ...(o.waitForFleetSeconds ? ['--wait-for-fleet', String(o.waitForFleetSeconds)] : []),
   ];
 }
 
@@ -122,6 +123,8 @@ export interface LocalLauncherOptions {
   env: NodeJS.ProcessEnv;
   /** Each worker's stdout and stderr go to `<logDir>/worker-<n>.log`. */
   logDir: string;
+  /** Started ahead of the fleet's setup: each waits this long for the manifest and queues (`--wait-for-fleet`). */
+  waitForFleetSeconds?: number;
 }
 
 /**
@@ -147,7 +150,7 @@ export class LocalLauncher implements FleetLauncher {
       const name = `local-${n}`;
       const logFile = join(this.o.logDir, `worker-${n}.log`);
       const fd = openSync(logFile, 'a');
-      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env', exitWithParent: true })], {
+      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env', exitWithParent: true, ...(this.o.waitForFleetSeconds ? { waitForFleetSeconds: this.o.waitForFleetSeconds } : {}) })], {
         cwd: this.o.cwd,
         env: { ...this.o.env, CT_WORKER_NAME: name },
         stdio: ['pipe', fd, fd],

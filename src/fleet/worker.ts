@@ -89,6 +89,8 @@ export interface WorkerOptions {
   spotNotice?: () => Promise<Date | undefined>;
   /** Aborted when the controller that started this worker is gone (`--exit-with-parent`): stop as on a first signal. */
   parentGone?: AbortSignal;
+  /** Seconds to wait for the fleet's manifest and work queue (a worker started while its controller sets the fleet up); default 0. */
+  waitForFleetSeconds?: number;
 }
 
 /** Why the worker stopped: `done` (queue drained), `fleet-gone` (queues deleted), `stopped` (signal), `preempted` (spot notice). */
@@ -129,7 +131,7 @@ interface JobItem extends PoolItem {
 /** Runs jobs of one fleet until the work is done or the worker is stopped. */
 export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const { queue, store, config } = o;
-  const manifest = await store.getManifest();
+  const manifest = await waitForFleet(o);
   if (!manifest) throw new ConfigError(`fleet ${queue.fleetId} has no manifest (wrong fleet id, bucket or region?)`);
   if (manifest.fleet_id !== queue.fleetId) throw new ConfigError(`the manifest belongs to fleet ${manifest.fleet_id}, not ${queue.fleetId}`);
   const messages = new JobMessages({ queue, fleetId: manifest.fleet_id, workerName: o.workerName, maxAttempts: manifest.max_attempts, retryDelay: config.fleet.retry_delay, log: o.log });
@@ -386,6 +388,27 @@ function applySetupEnv(file: string, log: (line: string) => void): void {
   const set = Object.keys(vars).filter((k) => process.env[k] === undefined);
   for (const k of set) process.env[k] = vars[k];
   log(`worker setup environment from ${file}: ${set.join(', ') || 'nothing new'}`);
+}
+
+/**
+ * The fleet's manifest, and (when its work queue does not exist yet) a wait for it: up to
+ * `waitForFleetSeconds` for a worker its controller started ahead of the setup, polling every
+ * 250 ms; stopped early when the controller is gone.
+ */
+async function waitForFleet(o: WorkerOptions): Promise<Manifest | undefined> {
+  const deadline = Date.now() + (o.waitForFleetSeconds ?? 0) * 1000;
+  for (;;) {
+    const waiting = Date.now() < deadline && !o.parentGone?.aborted;
+    let manifest: Manifest | undefined;
+    try {
+      manifest = await o.store.getManifest();
+    } catch (e) {
+      // The bucket itself may not be there yet (the controller creates it first).
+      if (!waiting || !(e instanceof CloudError && /NoSuchBucket/.test(`${e.code ?? ''} ${e.message}`))) throw e;
+    }
+    if (!waiting || (manifest && (await o.queue.exists()))) return manifest;
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** The job's sample from the settings the manifest pins. */
