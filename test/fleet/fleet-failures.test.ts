@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
-import { FAKE_AWS, fleetEnv, fleetWorkDir, readEvents } from '../helpers/fleet.js';
+import { FAKE_AWS, alive, fleetEnv, fleetWorkDir, readEvents, readIf, registerDemoSetting, until } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
@@ -25,21 +25,6 @@ export const policy = {
 };
 `;
 
-/** Waits until `predicate` holds, polling every 200 ms. */
-async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-function readIf(path: string): string {
-  return existsSync(path) ? readFileSync(path, 'utf8') : '';
-}
-
 /** The worker process ids named in a fleet's worker logs, by log file. */
 function workerPids(fleetDir: string, n: number): Record<string, number> {
   const out: Record<string, number> = {};
@@ -48,15 +33,6 @@ function workerPids(fleetDir: string, n: number): Record<string, number> {
     if (m) out[`worker-${i}.log`] = Number(m[1]);
   }
   return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('fleet failure handling (local workers, moto, Docker)', () => {
@@ -87,12 +63,7 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
         '{"function": "submit", "arguments": {"answer": "done"}}\n',
     );
     // External workers pull settings: the demo setting is a registered git repository here.
-    const demo = join(dirs.settings, 'demo');
-    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], { cwd: demo, stdio: 'ignore' });
-    git('init', '-q');
-    git('add', '-A');
-    git('commit', '-qm', 'demo');
-    writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n`);
+    registerDemoSetting(dirs);
   });
   after(async () => {
     for (const pid of started) if (alive(pid)) process.kill(pid, 'SIGKILL');

@@ -11,32 +11,10 @@ import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
-import { FAKE_AWS, fleetEnv, fleetWorkDir, readEvents } from '../helpers/fleet.js';
+import { FAKE_AWS, alive, fleetEnv, fleetWorkDir, readEvents, readIf, registerDemoSetting, until } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
-
-/** Waits until `fn` returns something truthy, polling every 200 ms. */
-async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-const readIf = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8') : '');
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Lines where a worker started a job's sandbox, across every worker log of a fleet. */
 function sandboxStarts(fleetDir: string): string[] {
@@ -80,14 +58,9 @@ describe('fleet lifecycle: stop, resume, retry without paying twice', () => {
         '{"function": "text_editor", "arguments": {"command": "create", "path": "/app/greeting.txt", "file_text": "hello, notes\\n"}}\n' +
         '{"function": "submit", "arguments": {"answer": "done"}}\n',
     );
-    // External workers pull settings: the demo setting is a registered git repository here.
-    const demo = join(dirs.settings, 'demo');
-    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], { cwd: demo, stdio: 'ignore' });
-    git('init', '-q');
-    git('add', '-A');
-    git('commit', '-qm', 'demo');
-    // A sandbox that cannot start fails its attempt at once (no start retries inside the attempt).
-    writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\nsandbox:\n  start_attempts: 1\n`);
+    // External workers pull settings: the demo setting is a registered git repository here. A
+    // sandbox that cannot start fails its attempt at once (no start retries inside the attempt).
+    registerDemoSetting(dirs, 'sandbox:\n  start_attempts: 1\n');
   });
   after(async () => {
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');

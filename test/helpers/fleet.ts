@@ -6,7 +6,7 @@
 import { ListBucketsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ListQueuesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EXAMPLE_SETTINGS, ctEnv } from './cli.js';
@@ -83,4 +83,44 @@ export function readEvents(text: string): Array<Record<string, unknown> & { even
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, unknown> & { event: string });
+}
+
+/** Waits until `fn` returns something truthy, polling every 200 ms; throws naming `what` after `timeoutMs`. */
+export async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** A file's text, or '' when it does not exist (yet). */
+export function readIf(path: string): string {
+  return existsSync(path) ? readFileSync(path, 'utf8') : '';
+}
+
+/** Whether a process with this pid lives. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Makes the work dir's demo setting a registered git repository (external and EC2 workers pull
+ * settings from git), committing what the folder holds; `configExtra` is appended to ct.config.yml.
+ */
+export function registerDemoSetting(dirs: { work: string; settings: string }, configExtra = ''): string {
+  const demo = join(dirs.settings, 'demo');
+  const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], { cwd: demo, stdio: 'ignore' });
+  git('init', '-q');
+  git('add', '-A');
+  git('commit', '-qm', 'demo');
+  writeFileSync(join(dirs.work, 'ct.config.yml'), `settings:\n  demo:\n    repo: ${demo}\n${configExtra}`);
+  return demo;
 }
