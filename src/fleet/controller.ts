@@ -133,6 +133,8 @@ export interface RunFleetResult {
 
 /** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
 const MAX_RELAUNCH_FACTOR = 3;
+/** How long EC2 workers get to leave after the queues are deleted, before they are terminated (ms). */
+const WORKER_EXIT_GRACE_MS = 30_000;
 /**
  * Tries of one controller step (creating the queues, enqueueing, one round of tracking, the
  * merge) when AWS said try again after the SDK's own 5 attempts: 6, waiting about 1, 2, 4, 8 and
@@ -272,9 +274,11 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   events.add('merge', { path: result.merge.path, samples: result.merge.rows.length });
   await step('marking error results', () => reconcileErrorMarkers(result.merge!));
   // Results stay in the bucket; the queues go. Workers see their queue gone and leave by
-  // themselves: the controller does not wait for them.
+  // themselves: the controller does not wait for local ones (nothing is paid while they wind
+  // down). EC2 instances cost until they end: those still up after a grace are terminated.
   await step('deleting the queues', () => queue.deleteQueues());
-  events.add('teardown', { queues: 'deleted', results_kept: true });
+  if (o.launcher.kind === 'ec2') await waitForInstances();
+  else events.add('teardown', { queues: 'deleted', results_kept: true });
   progress.stop();
   return result;
 
@@ -289,6 +293,17 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     }
     for (const [k, marker] of want) if (!have.has(k)) await store.putErrorMarker(marker);
     for (const [k, x] of have) if (!want.has(k) && ids.has(x.jobId)) await store.deleteErrorMarker(x.jobId, x.kind);
+  }
+
+  /** EC2 workers leave once their queue is gone; whatever still runs after WORKER_EXIT_GRACE_MS (or a poll and 5 s) is terminated. */
+  async function waitForInstances(): Promise<void> {
+    const deadline = Date.now() + Math.max(WORKER_EXIT_GRACE_MS, (o.timings.pollSeconds + 5) * 1000);
+    while (Date.now() < deadline) {
+      if (!(await o.launcher.alive())) break;
+      await sleep(250);
+    }
+    await o.launcher.stopAll();
+    events.add('teardown', { queues: 'deleted', results_kept: true });
   }
 
   function recentReporters(): number {
