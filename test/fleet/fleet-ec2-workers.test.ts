@@ -122,7 +122,7 @@ describe('ct run eval --ec2 with workers booted from their user-data', () => {
         assert.match(text, /dependencies from the AMI/);
         assert.match(text, /worker: exited 0/);
         assert.ok(!text.includes(PLANTED), 'no secret in the bootstrap log');
-        if (inst.id === preemptedId) assert.match(text, /spot interruption notice[\s\S]*job \S+ preempted after/);
+        if (inst.id === preemptedId) assert.match(text, /spot interruption notice[\s\S]*job \S+ handed back \(spot interruption\): queued again, no attempt spent/);
       }
       s3.destroy();
       assert.ok(selfShutdown >= 2, 'both first workers shut themselves down');
