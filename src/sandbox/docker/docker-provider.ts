@@ -221,7 +221,10 @@ export class DockerProvider implements SandboxProvider {
         return sandboxes;
       } catch (e) {
         lastError = e;
-        // Not removed now (the engine still away): the run's end looks for it again.
+        // Not removed now (the engine still away): the run's end looks for it again. A start cut
+        // short by a stop too: the engine may still create a container compose asked for after
+        // the removal listed the project's.
+        if (ctx.signal?.aborted) this.unremoved = true;
         await this.removeProject(project).catch(() => {
           this.unremoved = true;
         });
