@@ -1,4 +1,4 @@
-import { basename, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';

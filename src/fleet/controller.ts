@@ -21,13 +21,12 @@
 import { errorExcerpt } from '../eval/error-excerpt.js';
 import { CloudError, ConfigError, errorMessage, isRetryable } from '../errors.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
-import { isoTimestamp } from '../log/timestamps.js';
 import type { FleetEventsLog } from './events-log.js';
 import type { FleetProgress } from './fleet-progress.js';
 import type { FleetLauncher } from './launcher.js';
 import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
 import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
-import { PROTOCOL_VERSION, type ErrorMarker, type Job, type Manifest, type ParsedJobMessage, type QueueLedger } from './protocol.js';
+import type { ErrorMarker, Job, Manifest, ParsedJobMessage } from './protocol.js';
 import { queueUnfinished } from './queue-ledger.js';
 import { Watchdog } from './watchdog.js';
 import { backstopReceiveCount, type Delivery, type JobQueue, type ResultStore } from './types.js';

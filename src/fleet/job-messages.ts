@@ -15,7 +15,7 @@ const MAX_RETRY_DELAY_SECONDS = 300;
 /** Characters of an error message a done message carries (SQS takes 256 KB a message). */
 const MAX_ERROR_CHARS = 4000;
 
-/** What became of the messages a worker handled, by outcome (see worker.ts `JobOutcome`). */
+/** What became of the messages a worker handled, by outcome (the outcomes are described at worker.ts `JobOutcome`). */
 export type MessageCounts = Record<'ok' | 'skipped' | 'failed' | 'released' | 'unreadable' | 'preempted' | 'dead' | 'superseded', number>;
 
 export interface JobMessagesOptions {

@@ -57,7 +57,7 @@ import { fleetLogHeader, oneSampleLog } from './one-sample-log.js';
 import { fetchPinnedSettings, settingsCacheDir } from './settings-fetch.js';
 import { JobSource } from './job-source.js';
 import { Lease } from './lease.js';
-import { JobMessages, firstLine } from './job-messages.js';
+import { JobMessages, firstLine, type MessageCounts } from './job-messages.js';
 import { ticketIsCurrent, type Job, type Manifest, type ParsedJobMessage } from './protocol.js';
 import type { Delivery, JobQueue, ResultStore } from './types.js';
 
@@ -107,13 +107,13 @@ export type WorkerStop = 'done' | 'fleet-gone' | 'stopped' | 'preempted';
  * - unreadable: not a job this worker can run: handed back for the dead-letter queue;
  * - preempted: running when the spot instance was about to go: queued again as a fresh message.
  */
-export type JobOutcome = 'ok' | 'skipped' | 'failed' | 'released' | 'unreadable' | 'preempted' | 'dead' | 'superseded';
+export type JobOutcome = keyof MessageCounts;
 
 export interface WorkerResult {
   stopped: WorkerStop;
   /** Exit code: 0, or the stopping signal's (130 SIGINT, 143 SIGTERM). */
   exitCode: number;
-  jobs: Record<JobOutcome, number>;
+  jobs: MessageCounts;
 }
 
 const execFileAsync = promisify(execFile);
