@@ -19,6 +19,7 @@ import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
 import { addFleetOptions, runFleetCommand } from './run-fleet.js';
+import { registerSabotageEvalCommand } from './sabotage-eval.js';
 import { formatScoreTotals } from './score-totals.js';
 import { ctVersion } from './version.js';
 
@@ -105,6 +106,7 @@ export function registerRunCommands(program: Command): void {
     'after',
     `Remote sandbox examples:\n${REMOTE_SANDBOX_EXAMPLES}${REMOTE_SANDBOX_NOTES}`,
   );
+  registerSabotageEvalCommand(run);
 }
 
 async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
