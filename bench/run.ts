@@ -16,8 +16,8 @@
  *          [--throughput-samples S] [--throughput-reps N] [--raw-throughput] [--keep]
  * Full run (defaults): 5 repetitions of latency (N = 1, 20, 100) and remote, 1 run of
  * throughput (40 samples per concurrency and system), ~30-35 min on 2 cores, plus the scale
- * section (the 100,000-sample run alone takes ~10-20 min). --quick: scale at 100 and 1,000
- * samples (Inspect at 100) and a merge of 1,000 logs;
+ * section (the 100,000-sample run alone takes ~10-20 min). --quick: scale at 100 and 300
+ * samples (Inspect at 100) and a merge of 300 logs;
  * 1 repetition, N = 1 and 20, 4 samples for throughput, 5-9 min (seven `inspect eval` processes
  * at ~15 s of start-up each set the floor); CI runs it (test/bench/bench-quick.test.ts).
  */
@@ -93,8 +93,8 @@ function plan(argv: string[]): { plan: BenchPlan; outDir: string; keep: boolean 
         raw: values['raw-throughput']!,
       },
       remote: { calls: 10, reps },
-      // --quick stays short for CI: at most 1,000 samples, Inspect at 100 only.
-      scale: quick ? { sizes: [100, 1000], inspectMax: 100, mergeInputs: 1000 } : { sizes: [100, 1000, 10_000, 100_000], inspectMax: 1000, mergeInputs: 10_000 },
+      // --quick stays short for CI (it checks the bench works, not the figures): 300 samples at most, Inspect at 100 only.
+      scale: quick ? { sizes: [100, 300], inspectMax: 100, mergeInputs: 300 } : { sizes: [100, 1000, 10_000, 100_000], inspectMax: 1000, mergeInputs: 10_000 },
     },
     outDir: values['out-dir'] ?? join(REPO_ROOT, 'bench', 'results'),
     keep: values.keep!,

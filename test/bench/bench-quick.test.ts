@@ -99,7 +99,7 @@ describe('npm run bench -- --quick', () => {
     assert.match(stdout, /^- machine: \d+ CPUs/m);
     assert.match(stdout, /^- latency: N = 1, 20; 1 repetition/m);
     assert.match(stdout, /^- throughput: 4 samples/m);
-    assert.match(stdout, /^- scale: .* at N = 100, 1000;/m);
+    assert.match(stdout, /^- scale: .* at N = 100, 300;/m);
   });
 
   test('latency: every environment × N × metric, measured for ct, Inspect and raw, with both ratios', () => {
@@ -135,9 +135,9 @@ describe('npm run bench -- --quick', () => {
     for (const r of rows) assert.match(`${r.ct}${r.raw}`.replace(/–/g, ''), /^\d+(\.\d+)? ms \(p95 \d+(\.\d+)?\)$/, r.metric);
   });
 
-  test('scale: 100 and 1,000 samples for ct (Inspect at 100, skipped above with the reason), and a merge', () => {
+  test('scale: 100 and 300 samples for ct (Inspect at 100, skipped above with the reason), and a merge', () => {
     const rows = parseTable(stdout).filter((r) => r.section === 'scale');
-    for (const n of ['100', '1,000']) {
+    for (const n of ['100', '300']) {
       for (const metric of SCALE_METRICS) {
         const row = find(rows, 'scale', `${n} samples, --max-samples 8`, metric);
         if (n === '100') numeric(row, ['ct', 'inspect', 'vsInspect']);
@@ -148,7 +148,7 @@ describe('npm run bench -- --quick', () => {
       }
     }
     assert.equal(find(rows, 'scale', '100 samples, --max-samples 8', 'CPU per sample vs the 100-sample run').ct, '1.00');
-    for (const metric of ['merge wall, s', 'merge peak RSS, MB', 'merged log size, MB']) numeric(find(rows, 'scale', 'merge of 1,000 one-sample logs', metric), ['ct']);
+    for (const metric of ['merge wall, s', 'merge peak RSS, MB', 'merged log size, MB']) numeric(find(rows, 'scale', 'merge of 300 one-sample logs', metric), ['ct']);
   });
 
   test('writes the raw numbers as JSON and an SVG chart', () => {
