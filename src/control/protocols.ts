@@ -30,9 +30,17 @@ import { monitorGenerateRequest, monitorReply } from './monitor-calls.js';
 import type { Monitor, MonitorModels, MonitorVerdict } from './monitor-types.js';
 import { isAction } from './monitor-view.js';
 import { BUILTIN_MONITORS } from './monitors.js';
-import type { ProtocolOutcome, ActionScore } from './scores.js';
-import { MAX_SUSPICION, SUSPICION_ERROR_KEY, SUSPICION_MONITOR_KEY, SUSPICION_REASON_KEY, SUSPICION_SCORE_KEY, maxSuspicionScore } from './scores.js';
 import type { ProtocolPlan } from './protocol-plan.js';
+import {
+  MAX_SUSPICION,
+  SUSPICION_ERROR_KEY,
+  SUSPICION_MONITOR_KEY,
+  SUSPICION_REASON_KEY,
+  SUSPICION_SCORE_KEY,
+  maxSuspicionScore,
+  type ActionScore,
+  type ProtocolOutcome,
+} from './scores.js';
 
 /** The role monitor and trusted-model calls are recorded under. */
 export const TRUSTED_ROLE = 'trusted';
