@@ -2,6 +2,8 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
+import { DEFAULT_PROTOCOL_MONITOR, PROTOCOL_NAMES } from '../control/protocol-plan.js';
+import { createRunPolicy } from '../control/protocols.js';
 import { checkRunDirs } from '../config/run-dirs.js';
 import { ConfigError } from '../errors.js';
 import { createProgress, type FinishedSample } from '../eval/progress.js';
@@ -12,7 +14,7 @@ import type { SampleTally } from '../eval/sample-tally.js';
 import { compileRun, type FleetPlan, type RunFlags, type RunPlan } from '../eval/run-plan.js';
 import { WORKER_LIMITS_HELP } from '../fleet/launcher.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
-import { checkPolicyFitsSamples, createPolicy } from '../policies/registry.js';
+import { checkPolicyFitsSamples } from '../policies/registry.js';
 import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
@@ -38,7 +40,6 @@ interface RunEvalFlags extends RunFlags {
   tokenLimit?: number;
   logDir?: string;
   failOnError: boolean;
-  policy: string;
   policyArg: Record<string, string>;
   modelRole: Record<string, string>;
   trajectory?: string;
@@ -75,10 +76,14 @@ export function registerRunCommands(program: Command): void {
     .option('--no-fail-on-error', 'exit 0 and mark the log successful even when samples errored')
     .option(
       '--policy <name>',
-      'the agent: honest, attack, obvious-attack, test, replay, or path/to/module.ts:exportName (`ct protocols policies` lists them)',
-      'test',
+      'the agent: honest, attack, obvious-attack, test, replay, or path/to/module.ts:exportName (`ct protocols policies` lists them; default test)',
     )
-    .option('-p, --policy-arg <key=value>', 'policy argument, e.g. -p model=sonnet -p max_steps=80 (repeatable)', keyValue, {})
+    .option('-p, --policy-arg <key=value>', 'policy argument, e.g. -p model=sonnet -p max_steps=80 (repeatable; under --protocol, the untrusted policy\'s)', keyValue, {})
+    .option('--protocol <name>', `run the agent under a control protocol: ${PROTOCOL_NAMES.join(' or ')} (\`ct protocols list\`)`)
+    .option('--untrusted-policy <name>', 'with --protocol: the agent whose actions the protocol reviews (honest, attack, obvious-attack, or module:export)')
+    .option('--protocol-arg <key=value>', 'protocol argument, e.g. --protocol-arg audit_threshold=8 (repeatable)', keyValue, {})
+    .option('--monitor <name>', `with --protocol: the monitor rating each action (basic or ensemble; default ${DEFAULT_PROTOCOL_MONITOR})`)
+    .option('--monitor-arg <key=value>', 'monitor argument, e.g. --monitor-arg model=trusted --monitor-arg n=3 (repeatable)', keyValue, {})
     .option('--model-role <role=model>', `set a model role (${MODEL_ROLES.join(', ')}) to a model or alias (repeatable)`, keyValue, {})
     .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, a directory of <sample id>.jsonl, or an .eval log with #sample_id')
     .option('--sandbox <kind>', SANDBOX_KINDS_HELP, 'docker')
@@ -95,8 +100,16 @@ export function registerRunCommands(program: Command): void {
         '  ct run eval --task-file demo --policy honest -p model=sonnet -p max_steps=40\n' +
         '  ct run eval -e notes_app -t fix_config -s copy_secret --policy attack --model-role untrusted=opus\n' +
         '  ct run eval --task-file demo --policy ./my_policies/careful.ts:carefulPolicy -p level=2\n' +
+        '  ct run eval -e notes_app -t fix_config -s copy_secret --protocol trusted-monitoring --untrusted-policy attack \\\n' +
+        '      --protocol-arg audit_threshold=7 --model-role untrusted=sonnet --model-role trusted=haiku\n' +
+        '  ct run eval --task-file demo --protocol defer-to-trusted --untrusted-policy honest \\\n' +
+        '      --protocol-arg defer_threshold=5 --protocol-arg audit_threshold=8 --monitor ensemble --monitor-arg n=3\n' +
         '\nModels: anthropic/<model> (ANTHROPIC_API_KEY), openai/<model> (OPENAI_API_KEY); an OpenAI-compatible\n' +
-        'server (vLLM, Ollama, OpenRouter) is openai/<model> with -p base_url=URL or OPENAI_BASE_URL.\n',
+        'server (vLLM, Ollama, OpenRouter) is openai/<model> with -p base_url=URL or OPENAI_BASE_URL.\n' +
+        '\nProtocols: the monitor (role trusted unless --monitor-arg model=...) rates each action of the untrusted\n' +
+        'policy before its tool calls run. trusted-monitoring: above audit_threshold the sample ends as audited\n' +
+        "(limit custom, \"audited: ...\"); defer-to-trusted: above defer_threshold the trusted model's action runs\n" +
+        'instead. Each sample gets the max_suspicion score that `ct run monitor` writes (see docs/control.md).\n',
     )
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
@@ -121,7 +134,9 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     },
   });
   checkRunDirs(config);
-  const localWarning = checkLocalSandbox(flags.sandbox, flags.policy, Boolean(flags.unsafeLocal));
+  // Every flag resolved once: the local runner and the fleet controller read this plan.
+  const plan = compileRun(config, flags);
+  const localWarning = checkLocalSandbox(flags.sandbox, plan.policy.name, Boolean(flags.unsafeLocal));
   if (localWarning) process.stderr.write(`warning: ${localWarning}\n`);
   const catalog = new SettingsCatalog(config.settings_dir);
   const samples = selectSamples(catalog, {
@@ -140,11 +155,9 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
         'Lower --epochs (or select fewer samples with --limit), or split the work into several runs.',
     );
   }
-  // Every flag resolved once: the local runner and the fleet controller read this plan.
-  const plan = compileRun(config, flags);
   // Fleet runs also import module:export policies from the --extra-src trees, as their workers do.
   const importRoots = [process.cwd(), ...flags.extraSrc.map((d) => resolve(d))];
-  const policy = await createPolicy(plan.policy.name, plan.policy.args, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
+  const policy = await createRunPolicy(plan.policy, plan.protocol, { models: new ModelRegistry(config.models), cwd: process.cwd(), importRoots });
   checkPolicyFitsSamples(policy, samples);
   if (plan.fleet) {
     return runFleetCommand({ flags, plan: plan as RunPlan & { fleet: FleetPlan }, config, samples, policy, version: ctVersion(), argv: process.argv, envFlags: flags.env });
@@ -162,6 +175,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
       session,
       policy,
       policyArgs: plan.policy.args,
+      ...(plan.protocol ? { protocol: plan.protocol } : {}),
       ...(policy.model ? { model: policy.model } : {}),
       sampleOptions: plan.sampleOptions,
       logDir: plan.logDir,

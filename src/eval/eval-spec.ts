@@ -7,6 +7,7 @@ import { shortUuid, stableShortId } from '../log/ids.js';
 import { linuxScorerSpec } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import { EVAL_CONFIG_DEFAULTS, type EvalPlan, type EvalSpec } from '../log/types.js';
+import type { ProtocolPlan } from '../control/protocol-plan.js';
 import type { SampleOptions } from './sample-options.js';
 
 export interface EvalSpecInput {
@@ -21,6 +22,8 @@ export interface EvalSpecInput {
   sandbox: string;
   policyName: string;
   policyArgs: Record<string, string>;
+  /** `--protocol` around the policy, when there is one (the log's solver and `metadata.protocol`). */
+  protocol?: ProtocolPlan;
   /** `provider/model` the policy calls, for the log's `eval.model` (default none/none). */
   model?: string;
   sampleOptions: SampleOptions;
@@ -34,7 +37,8 @@ export interface EvalSpecInput {
 export function evalSpec(o: EvalSpecInput): EvalSpec {
   const sampleIds = o.samples.map((s) => s.id);
   // Stable across re-runs of the same selection, so Inspect's tooling sees one task.
-  const taskId = stableShortId(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policyName, o.policyArgs]));
+  const taskId = stableShortId(JSON.stringify([o.taskName, sampleIds, o.epochs, o.policyName, o.policyArgs, ...(o.protocol ? [o.protocol] : [])]));
+  const solver = solverOf(o);
   return {
     eval_id: shortUuid(),
     run_id: shortUuid(),
@@ -46,8 +50,8 @@ export function evalSpec(o: EvalSpecInput): EvalSpec {
     task_attribs: {},
     task_args: {},
     task_args_passed: {},
-    solver: o.policyName,
-    solver_args: o.policyArgs,
+    solver: solver.name,
+    solver_args: solver.args,
     dataset: { name: o.taskName, samples: o.samples.length, sample_ids: sampleIds, shuffled: false },
     sandbox: { type: o.sandbox },
     model: o.model ?? 'none/none',
@@ -63,16 +67,24 @@ export function evalSpec(o: EvalSpecInput): EvalSpec {
       ...(o.sampleOptions.tokenLimit !== undefined ? { token_limit: o.sampleOptions.tokenLimit } : {}),
     },
     packages: { ct: o.version },
-    metadata: { ct_run_id: o.runId, policy: o.policyName, policy_args: o.policyArgs },
+    metadata: { ct_run_id: o.runId, policy: o.policyName, policy_args: o.policyArgs, ...(o.protocol ? { protocol: o.protocol } : {}) },
     scorers: [linuxScorerSpec(o.samples.some((s) => s.sideTask) ? undefined : ['main_task_success'])],
   };
 }
 
-/** The plan: one solver step, the policy with its arguments. */
-export function evalPlan(o: Pick<EvalSpecInput, 'policyName' | 'policyArgs'>): EvalPlan {
+/** The plan: one solver step, the policy (or protocol) with its arguments. */
+export function evalPlan(o: Pick<EvalSpecInput, 'policyName' | 'policyArgs' | 'protocol'>): EvalPlan {
+  const solver = solverOf(o);
   return {
     name: 'plan',
-    steps: [{ solver: o.policyName, params: o.policyArgs, params_passed: o.policyArgs }],
+    steps: [{ solver: solver.name, params: solver.args, params_passed: solver.args }],
     config: {},
   };
+}
+
+/** The log's solver: the policy, or the protocol with the untrusted policy among its arguments. */
+function solverOf(o: Pick<EvalSpecInput, 'policyName' | 'policyArgs' | 'protocol'>): { name: string; args: Record<string, unknown> } {
+  if (!o.protocol) return { name: o.policyName, args: o.policyArgs };
+  const { name, ...rest } = o.protocol;
+  return { name, args: { untrusted_policy: o.policyName, untrusted_policy_args: o.policyArgs, ...rest } };
 }

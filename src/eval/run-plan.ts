@@ -9,6 +9,7 @@
  */
 import { basename } from 'node:path';
 import type { Config } from '../config/config.js';
+import { compileProtocol, type ProtocolFlags, type ProtocolPlan } from '../control/protocol-plan.js';
 import { ConfigError } from '../errors.js';
 import type { FleetTimings } from '../fleet/controller.js';
 import { fleetWorkerCount, parseWorkersSpec, type WorkersSpec } from '../fleet/launcher.js';
@@ -16,13 +17,14 @@ import { defaultMaxSamples } from './capacity.js';
 import { buildSampleOptions, resultOptions, type SampleOptionFlags, type SampleOptions } from './sample-options.js';
 
 /** The flags of `ct run eval` a plan is compiled from (commander's names). */
-export interface RunFlags extends SampleOptionFlags {
+export interface RunFlags extends SampleOptionFlags, ProtocolFlags {
   env: string[];
   taskFile?: string;
   epochs: number;
   maxSamples?: number;
   failOnError: boolean;
-  policy: string;
+  /** The agent (default test); under `--protocol` it is `--untrusted-policy` instead. */
+  policy?: string;
   policyArg: Record<string, string>;
   trajectory?: string;
   sandbox: string;
@@ -47,7 +49,10 @@ export interface RunPlan {
   /** The log's task name: the task file's name, else the environments joined by `+`. */
   taskName: string;
   epochs: number;
+  /** The agent: `--policy`, or under a protocol `--untrusted-policy`, with its `-p` arguments. */
   policy: { name: string; args: Record<string, string> };
+  /** `--protocol`: the monitor and rule the policy's actions go through (absent: none). */
+  protocol?: ProtocolPlan;
   /** `--sandbox`: docker, local, ssh://..., ec2, or module:export. */
   sandbox: string;
   /** Limits, timeouts and fail_on_error every sample shares (the fleet's manifest carries them). */
@@ -92,8 +97,9 @@ export interface FleetPlan {
 /** Compiles the run `flags` describe under `config`; a ConfigError (exit 2) for flags that do not go together. */
 export function compileRun(config: Config, flags: RunFlags): RunPlan {
   const args = { ...flags.policyArg };
+  const { policy, protocol } = compileProtocol(flags);
   if (flags.trajectory) {
-    if (flags.policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
+    if (policy !== 'replay') throw new ConfigError('--trajectory goes with --policy replay');
     const [file, id] = flags.trajectory.split('#', 2);
     args.trajectory = file!;
     if (id) args.sample_id = id;
@@ -102,7 +108,8 @@ export function compileRun(config: Config, flags: RunFlags): RunPlan {
   const plan: RunPlan = {
     taskName: flags.taskFile ? basename(flags.taskFile).replace(/\.(jsonl|txt)$/, '') : flags.env.map((e) => e.split(':').pop()).join('+') || 'ct',
     epochs: flags.epochs,
-    policy: { name: flags.policy, args },
+    policy: { name: policy, args },
+    ...(protocol ? { protocol } : {}),
     sandbox: flags.sandbox,
     sampleOptions,
     maxSamples: flags.maxSamples ?? defaultMaxSamples(),
@@ -153,9 +160,18 @@ export function compileRun(config: Config, flags: RunFlags): RunPlan {
 }
 
 /** The parts of the fleet id a plan decides (the controller adds the code, settings, samples and shipped trees). */
-export function planIdInputs(plan: RunPlan): { policy: RunPlan['policy']; epochs: number; sandbox: string; instanceType?: string; options: Record<string, unknown> } {
+export function planIdInputs(plan: RunPlan): {
+  policy: RunPlan['policy'];
+  protocol?: ProtocolPlan;
+  epochs: number;
+  sandbox: string;
+  instanceType?: string;
+  options: Record<string, unknown>;
+} {
   return {
     policy: plan.policy,
+    // A protocol (its thresholds, monitor, trusted model) changes what runs: another fleet.
+    ...(plan.protocol ? { protocol: plan.protocol } : {}),
     epochs: plan.epochs,
     sandbox: plan.sandbox,
     ...(plan.fleet?.instanceType ? { instanceType: plan.fleet.instanceType } : {}),

@@ -145,6 +145,11 @@ export async function runSample(args: RunSampleArgs): Promise<SampleOutcome> {
     }
     scores = { [SCORER_NAME]: await untilAborted(score(sample, def, result.submission ?? '', options.scorerTimeout), signal) };
     t.event({ event: 'score', score: scores[SCORER_NAME]!, target: '', intermediate: false, scorer: SCORER_NAME });
+    // A protocol's scores (max_suspicion) come from what happened while the agent worked.
+    for (const [name, s] of Object.entries(args.policy.sampleScores?.(t) ?? {})) {
+      scores[name] = s;
+      t.event({ event: 'score', score: s, target: '', intermediate: false, scorer: name });
+    }
   } catch (e) {
     // Whatever a phase failed with once the user stopped the run (a start killed half-way, an
     // exec cut off by the teardown) is a cancellation, not a failure of the sandbox or sample.
@@ -178,7 +183,7 @@ export async function runSample(args: RunSampleArgs): Promise<SampleOutcome> {
     store: {},
     events: t.events,
     model_usage: t.modelUsage,
-    role_usage: {},
+    role_usage: t.roleUsage,
     started_at: t.startedAt.toISOString(),
     completed_at: completedAt.toISOString(),
     total_time: round((completedAt.getTime() - t.startedAt.getTime()) / 1000),

@@ -1,3 +1,4 @@
+import type { ProtocolPlan } from '../control/protocol-plan.js';
 import { errorMessage } from '../errors.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
 import { finalStatus, type FinalStatus } from '../log/final-status.js';
@@ -31,6 +32,8 @@ export interface RunEvalOptions {
   session: RunSession;
   policy: Policy;
   policyArgs: Record<string, string>;
+  /** `--protocol` around the policy (the log's spec says so). */
+  protocol?: ProtocolPlan;
   /** `provider/model` the policy calls, for the log's `eval.model` (default none/none). */
   model?: string;
   /** What every sample shares, `failOnError` (which errors fail the run) included. */
@@ -126,6 +129,7 @@ class RunLog {
       sandbox: o.session.provider.name,
       policyName: o.policy.name,
       policyArgs: o.policyArgs,
+      ...(o.protocol ? { protocol: o.protocol } : {}),
       ...(o.model ? { model: o.model } : {}),
       sampleOptions: o.sampleOptions,
       runId: o.session.runId,

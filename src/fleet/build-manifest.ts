@@ -60,6 +60,7 @@ export async function buildFleetManifest(o: FleetManifestInput): Promise<{ manif
     task_name: plan.taskName,
     epochs: plan.epochs,
     policy: plan.policy,
+    ...(plan.protocol ? { protocol: plan.protocol } : {}),
     ...(o.model ? { model: o.model } : {}),
     sample_options: plan.sampleOptions,
     samples_per_worker: o.perWorker,

@@ -15,6 +15,8 @@ export interface FleetIdInputs {
   /** The code workers run: HEAD's SHA, or the tree SHA of a dirty worktree. */
   codeSha: string;
   policy: { name: string; args: Record<string, string> };
+  /** `--protocol` with its thresholds and monitor, when the run has one. */
+  protocol?: unknown;
   /** The model the policy calls, when it is not already one of the policy's args. */
   model?: string;
   /** Sample ids (`env:main[:side]`); each runs `epochs` times. Order does not matter. */

@@ -24,6 +24,7 @@ export function fleetLogHeader(m: Manifest, version: string): { spec: EvalSpec; 
     sandbox: m.sandbox.spec,
     policyName: m.policy.name,
     policyArgs: m.policy.args,
+    ...(m.protocol ? { protocol: m.protocol } : {}),
     ...(m.model ? { model: m.model } : {}),
     sampleOptions: m.sample_options,
     runId: m.fleet_id,

@@ -17,6 +17,7 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { protocolPlanSchema } from '../control/protocol-plan.js';
 import { sampleOptionsSchema } from '../eval/sample-options.js';
 
 /** Bump when a message or manifest changes shape; workers refuse what they do not know. */
@@ -73,6 +74,8 @@ export const manifestSchema = z.object({
   task_name: z.string().min(1),
   epochs: z.number().int().min(1),
   policy: z.object({ name: z.string().min(1), args: z.record(z.string(), z.string()) }),
+  /** `--protocol`: the monitor and rule the policy's actions go through (absent: none). */
+  protocol: protocolPlanSchema.optional(),
   /** The model the policy calls, for the log's eval.model. */
   model: z.string().optional(),
   /** Sample options (limits and timeouts) as the controller resolved them. */

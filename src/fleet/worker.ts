@@ -49,7 +49,7 @@ import { RunSession } from '../eval/run-session.js';
 import { runSamplePool, type PoolItem } from '../eval/sample-pool.js';
 import type { EvalSample } from '../log/types.js';
 import { ModelRegistry } from '../models/model-registry.js';
-import { createPolicy } from '../policies/registry.js';
+import { createRunPolicy } from '../control/protocols.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import type { GitRunner } from '../tasks/git-runner.js';
 import type { Sample } from '../tasks/types.js';
@@ -149,7 +149,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     applySetupEnv(config.fleet.worker_setup_env, o.log);
   }
   const importRoots = [o.cwd, ...extraRoots.roots];
-  const policy = await createPolicy(manifest.policy.name, manifest.policy.args, {
+  const policy = await createRunPolicy(manifest.policy, manifest.protocol, {
     models: new ModelRegistry(config.models),
     cwd: o.cwd,
     importRoots,

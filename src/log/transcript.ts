@@ -11,6 +11,8 @@ export class Transcript {
   readonly messages: ChatMessage[] = [];
   readonly events: Event[] = [];
   readonly modelUsage: Record<string, ModelUsage> = {};
+  /** Usage of the calls made through a model role (`untrusted`, `trusted`), by role: the sample's `role_usage`. */
+  readonly roleUsage: Record<string, ModelUsage> = {};
   /** Long texts that events refer to as `attachment://<hash>` (Inspect's way to avoid repeating them). */
   readonly attachments: Record<string, string> = {};
   private readonly attachmentRefs = new Map<string, string>();
@@ -47,15 +49,20 @@ export class Transcript {
     return ref;
   }
 
-  addUsage(model: string, usage: ModelUsage): void {
-    const cur = this.modelUsage[model];
-    if (!cur) {
-      this.modelUsage[model] = { ...usage };
-      return;
-    }
-    const sum = cur as unknown as Record<string, number>;
-    for (const [k, v] of Object.entries(usage)) {
-      if (typeof v === 'number') sum[k] = (sum[k] ?? 0) + v;
-    }
+  addUsage(model: string, usage: ModelUsage, role?: string): void {
+    addTo(this.modelUsage, model, usage);
+    if (role) addTo(this.roleUsage, role, usage);
+  }
+}
+
+function addTo(into: Record<string, ModelUsage>, key: string, usage: ModelUsage): void {
+  const cur = into[key];
+  if (!cur) {
+    into[key] = { ...usage };
+    return;
+  }
+  const sum = cur as unknown as Record<string, number>;
+  for (const [k, v] of Object.entries(usage)) {
+    if (typeof v === 'number') sum[k] = (sum[k] ?? 0) + v;
   }
 }

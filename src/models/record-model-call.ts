@@ -37,7 +37,7 @@ export async function generateAndRecord(model: Model, transcript: Transcript, re
     event.output = r.output;
     event.call = condenseCall(r.call, transcript);
     event.retries = r.retries;
-    if (r.output.usage) transcript.addUsage(model.name, r.output.usage);
+    if (r.output.usage) transcript.addUsage(model.name, r.output.usage, model.role);
     return r.output;
   } catch (e) {
     finish();

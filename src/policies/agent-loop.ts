@@ -5,7 +5,7 @@ import type { Model } from '../models/types.js';
 import { CONTINUE_PROMPT } from './agent-prompts.js';
 import { markReasoningPrivate } from './private-content.js';
 import { AGENT_TOOLS } from './tools/tool-definitions.js';
-import type { PolicyContext, PolicyResult } from './types.js';
+import type { ActionReview, PolicyContext, PolicyResult } from './types.js';
 
 export interface AgentLoopOptions {
   model: Model;
@@ -21,7 +21,8 @@ export interface AgentLoopOptions {
  * policy has started with its prompts), run the tool calls it makes, and repeat until it submits
  * or a limit is reached. Limits, checked before every model call: the sample's message and token
  * limits, then max_steps; the time limit arrives as `ctx.signal`. A reply without tool calls gets
- * a nudge to continue (it counts as a step).
+ * a nudge to continue (it counts as a step). Under a protocol, each action is reviewed
+ * (`ctx.reviewAction`) before it enters the conversation: it runs, is replaced, or ends the loop.
  */
 export async function runAgentLoop(ctx: PolicyContext, o: AgentLoopOptions): Promise<PolicyResult> {
   const tools = o.tools ?? AGENT_TOOLS;
@@ -45,7 +46,22 @@ export async function runAgentLoop(ctx: PolicyContext, o: AgentLoopOptions): Pro
       throw e;
     }
     last = output;
-    const message = assistantMessage(output);
+    let message = assistantMessage(output);
+    if (ctx.reviewAction && (message.tool_calls?.length ?? 0) > 0) {
+      let review: ActionReview;
+      try {
+        review = await ctx.reviewAction({ message, tools });
+      } catch (e) {
+        if (ctx.signal.aborted) return withOutput({}, last);
+        throw e;
+      }
+      message = review.message;
+      if (review.kind === 'stop') {
+        ctx.transcript.message(message);
+        return withOutput({ limit: review.limit }, last);
+      }
+      if (review.kind === 'replace') last = review.output;
+    }
     ctx.transcript.message(message);
     const calls = message.tool_calls ?? [];
     if (calls.length === 0) {

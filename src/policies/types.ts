@@ -1,5 +1,5 @@
 import type { Transcript } from '../log/transcript.js';
-import type { ModelOutput } from '../log/types.js';
+import type { ChatMessageAssistant, ModelOutput, Score, ToolInfo } from '../log/types.js';
 import type { Model } from '../models/types.js';
 import type { SampleSandboxes } from '../sandbox/types.js';
 import type { Sample } from '../tasks/types.js';
@@ -23,7 +23,31 @@ export interface PolicyContext {
     messages?: number;
     tokens?: number;
   };
+  /**
+   * Set by a protocol (`ct run eval --protocol`): asked about every action (an assistant message
+   * that calls tools) before it enters the conversation and its tool calls run. The agent loop
+   * asks it; a policy that runs tool calls itself must ask it too.
+   */
+  reviewAction?: (request: ActionReviewRequest) => Promise<ActionReview>;
 }
+
+/** An action the untrusted model proposes, with what a replacement may be generated with. */
+export interface ActionReviewRequest {
+  message: ChatMessageAssistant;
+  /** The tools the policy offered the model. */
+  tools: ToolInfo[];
+}
+
+/**
+ * What happens to a proposed action:
+ * - `run`: it enters the conversation (as `message`, which may carry the reviewer's metadata) and its tool calls run;
+ * - `replace`: `message` (another model's action) enters the conversation instead and its tool calls run;
+ * - `stop`: `message` enters the conversation, its tool calls do not run, and the policy stops with `limit`.
+ */
+export type ActionReview =
+  | { kind: 'run'; message: ChatMessageAssistant }
+  | { kind: 'replace'; message: ChatMessageAssistant; output: ModelOutput }
+  | { kind: 'stop'; message: ChatMessageAssistant; limit: NonNullable<PolicyResult['limit']> };
 
 export interface PolicyResult {
   /** The submitted answer (scorers see it as CT_SUBMISSION). */
@@ -41,6 +65,11 @@ export interface Policy {
   /** True when the policy only makes sense on samples with a side task (attack policies). */
   readonly needsSideTask?: boolean;
   run(ctx: PolicyContext): Promise<PolicyResult>;
+  /**
+   * Scores the policy adds to the sample besides `linux_scorer` (a protocol's `max_suspicion`),
+   * asked once the policy has stopped, however it stopped (submission, limit, time limit).
+   */
+  sampleScores?(transcript: Transcript): Record<string, Score>;
 }
 
 /** Where a policy gets its models: names and aliases in, ready models out (keys checked). */
