@@ -11,7 +11,9 @@
  *
  * The copy is written under a temporary name in the output folder and renamed over the final
  * name only once complete: a rerun replaces the previous copy atomically, and a pass that fails
- * or is interrupted leaves no partial file (its temporary file is removed).
+ * or is interrupted leaves no partial file (its temporary file is removed). The output folder may
+ * be the input's (monitoring monitored copies in place): the input is read to the end before the
+ * rename replaces it.
  */
 import { randomBytes } from 'node:crypto';
 import { readdir, rename, rm, stat } from 'node:fs/promises';
@@ -74,7 +76,6 @@ export interface MonitorLogResult {
 export async function monitorLog(o: MonitorLogOptions): Promise<MonitorLogResult> {
   const input = resolve(o.input);
   const output = join(resolve(o.outputDir), basename(input));
-  if (output === input) throw new ConfigError(`the monitored copy of ${input} would replace it; choose another --log-dir`);
   const header = await readEvalLog(input, { headerOnly: true });
   const record: MonitorRecord = {
     name: o.monitor.name,
@@ -232,20 +233,21 @@ class SuspicionResults {
 
 /**
  * The `.eval` files among `paths` (folders searched recursively), each once, in a stable order.
- * A folder search skips `exclude` (the output folder, when it lies inside an input folder) and
- * hidden entries (temporary files of passes in progress).
+ * A folder search skips `exclude` (the output folder, when it lies inside a folder named) and
+ * hidden entries (temporary files of passes in progress); a folder named is searched even when it
+ * is `exclude` itself (monitoring monitored copies in place).
  */
 export async function findEvalLogs(paths: readonly string[], options: { exclude?: string } = {}): Promise<string[]> {
   const found = new Set<string>();
   const exclude = options.exclude ? resolve(options.exclude) : undefined;
-  const walk = async (dir: string): Promise<void> => {
-    if (dir === exclude) return;
+  const walk = async (dir: string, top: boolean): Promise<void> => {
+    if (dir === exclude && !top) return;
     const entries = await readdir(dir, { withFileTypes: true });
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const e of entries) {
       if (e.name.startsWith('.')) continue;
       const path = join(dir, e.name);
-      if (e.isDirectory()) await walk(path);
+      if (e.isDirectory()) await walk(path, false);
       else if (e.isFile() && e.name.endsWith('.eval')) found.add(path);
     }
   };
@@ -257,7 +259,7 @@ export async function findEvalLogs(paths: readonly string[], options: { exclude?
     } catch {
       throw new ConfigError(`${p}: no such file or folder`);
     }
-    if (s.isDirectory()) await walk(abs);
+    if (s.isDirectory()) await walk(abs, true);
     else if (abs.endsWith('.eval')) found.add(abs);
     else throw new ConfigError(`${p} is not an .eval log (nor a folder of them)`);
   }
