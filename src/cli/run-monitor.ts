@@ -11,7 +11,7 @@ import type { Monitor } from '../control/monitor-types.js';
 import { MAX_SUSPICION, TRAJECTORY_SUSPICION } from '../control/scores.js';
 import { CancelledError, ConfigError, errorMessage } from '../errors.js';
 import { createProgress } from '../eval/progress.js';
-import { listSampleEntries } from '../log/eval-reader.js';
+import { listSampleEntries, readEvalLog } from '../log/eval-reader.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { costUsd, priceOf, PRICES_AS_OF } from '../mtgen/prices.js';
 import { SIGNAL_EXIT_CODES } from '../eval/run-session.js';
@@ -65,8 +65,9 @@ export function registerMonitorCommand(run: Command): void {
         '\nReplies are cached on disk by monitor, prompt, model and exact input: a second pass over the\n' +
         'same logs makes no model call. Calls that fail (after retries) are not cached; their actions\n' +
         'are left unscored with the error as the reason.\n' +
-        '\nExit codes: 0 done; 1 a model call failed or a log could not be monitored; 2 bad input\n' +
-        '(no logs, unknown monitor or argument, bad model); 130 interrupted (no partial copy is left).\n',
+        '\nExit codes: 0 done; 1 a model call failed, or a log failed part-way (its copy is not written);\n' +
+        '2 bad input (no logs, a file that is not a log, unknown monitor or argument, bad model), before\n' +
+        'anything is written; 130 interrupted (no partial copy is left; finished replies stay cached).\n',
     )
     .action(async (paths: string[], flags: RunMonitorFlags) => {
       process.exitCode = await runMonitorCommand(paths, flags);
@@ -90,6 +91,7 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   const logs = await findEvalLogs(paths, { exclude: outDir });
   if (logs.length === 0) throw new ConfigError(`no .eval logs in ${paths.join(', ')}${paths.length ? '' : ' (name logs or folders)'}`);
   checkOutputNames(logs, outDir);
+  const total = (await Promise.all(logs.map(readableSampleCount))).reduce((a, b) => a + b, 0);
   const cache = config.monitor.cache ? new MonitorCache(config.monitor.cache_dir!) : undefined;
   const calls = createCachedMonitorModels({ cache, maxConnections: config.monitor.max_connections });
   const monitor = await createMonitor(flags.monitor, flags.monitorArg, { models: new ModelRegistry(config.models), calls, cwd: process.cwd(), importRoots: [process.cwd()] });
@@ -107,7 +109,6 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  const total = (await Promise.all(logs.map(async (l) => (await listSampleEntries(l)).length))).reduce((a, b) => a + b, 0);
   const done: MonitorLogResult[] = [];
   const failedLogs: Array<{ input: string; error: string }> = [];
   const counts: SampleMonitorCounts = { skipped: false, rated: 0, scored: 0, unscored: 0, failed: 0, reasons: {} };
@@ -161,6 +162,16 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   if (calls.lastCacheWriteError) process.stderr.write(`warning: ${calls.stats.cacheWriteErrors} cache entries could not be written: ${calls.lastCacheWriteError}\n`);
   if (stop.signal.aborted) return SIGNAL_EXIT_CODES.SIGINT;
   return counts.failed > 0 || failedLogs.length > 0 ? 1 : 0;
+}
+
+/** The log's samples; a file that is not a readable log is bad input, refused before anything is written. */
+async function readableSampleCount(log: string): Promise<number> {
+  try {
+    await readEvalLog(log, { headerOnly: true });
+    return (await listSampleEntries(log)).length;
+  } catch (e) {
+    throw new ConfigError(`${log} is not a readable .eval log: ${errorMessage(e).split('\n')[0]}`);
+  }
 }
 
 /** Two inputs with one file name would write one copy: refused before anything is written. */

@@ -158,9 +158,13 @@ describe('ct run monitor: options and failures', () => {
     const out = join(work, 'never');
     const empty = join(work, 'empty');
     mkdirSync(empty);
+    const broken = join(work, 'broken.eval');
+    writeFileSync(broken, 'PK\x03\x04 not really a zip');
     const cases: Array<[string[], RegExp]> = [
       [[empty], /no \.eval logs in/],
       [[join(work, 'missing')], /no such file or folder/],
+      [[input, broken], /broken\.eval is not a readable \.eval log/],
+      [[join(work, 'strict.md')], /is not an \.eval log/],
       [[input, '--monitor', 'paranoid'], /unknown monitor "paranoid"; built-in monitors: basic, ensemble, trajectory/],
       [[input, '-p', 'colour=red'], /monitor basic has no argument "colour"; its arguments: model, prompt, base_url, max_tokens, temperature/],
       [[input, '--monitor', 'ensemble', '-p', 'n=0'], /-p n must be a whole number from 1 to 50/],
