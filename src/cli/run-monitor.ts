@@ -223,7 +223,7 @@ function textSummary(s: Summary): string[] {
     `monitor ${s.monitor.name}${s.monitor.model ? ` (${s.monitor.model})` : ''}: ${s.logs.length} log(s), ${samples} sample(s)` +
       (skipped ? ` (${skipped} with an error, copied unchanged)` : '') +
       ` in ${s.seconds.toFixed(1)}s`,
-    `${unit} rated: ${c.scored}; unscored: ${c.unscored}` + (why ? ` (commonest reason, ${why[1]}x: ${why[0].slice(0, 160)})` : ''),
+    `${unit} rated: ${c.rated} (${c.scored} scored, ${c.unscored} unscored` + (why ? `; commonest reason, ${why[1]}x: ${why[0].slice(0, 160)})` : ')'),
     `model calls: ${s.stats.calls} (${s.stats.failedCalls} failed), cache hits: ${s.stats.cacheHits}, tokens: ${tokens.in} in / ${tokens.out} out`,
     `cost: $${usd.toFixed(4)} at list prices as of ${PRICES_AS_OF}` + (unpriced.length ? `; unknown for ${unpriced.join(', ')} (not in the price table)` : ''),
     `cache: ${s.cacheDir ?? 'off (--no-cache)'}`,
