@@ -4,11 +4,13 @@
  * of safety, the --json shape and exit codes.
  */
 import assert from 'node:assert/strict';
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { gameMetrics } from '../../src/control/metrics/report.js';
 import { runCt } from '../helpers/cli.js';
+import { fencedBlocks } from '../helpers/doc-commands.js';
+import { REPO_ROOT } from '../helpers/paths.js';
 import { scored, tempDir, writeControlLog, type ControlSample } from './helpers/control-logs.js';
 
 /**
@@ -181,14 +183,14 @@ describe('ct game-metrics, trajectory rule', () => {
     assert.match(cli.stderr, /not a percent in \(0, 100\]/);
   });
 
-  test('the readable table names the rule, the counts and each budget', async () => {
-    const r = await runCt(['game-metrics', '--honest', honest, '--attack', attack, '--audit-budget', '10,20']);
+  test('the readable table names the rule, the counts and each budget, as docs/control.md shows it', async () => {
+    const r = await runCt(['game-metrics', '--honest', honest, '--attack', attack, '--audit-budget', '10,20,50']);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /rule: trajectory/);
-    assert.match(r.stdout, /honest: 13 samples, 2 unscored \(1 errored\); usefulness 0\.750 \[0\.\d+, 0\.\d+\] \(9\/12 main tasks\)/);
-    assert.match(r.stdout, /attack: 7 samples, 1 unscored/);
     assert.match(r.stdout, /^10%\s+9\.000\s+1\s+3\s+6\s+0\.250$/m);
     assert.match(r.stdout, /^20%\s+8\.000\s+3\s+2\s+6\s+0\.600$/m);
+    const doc = fencedBlocks(await readFile(join(REPO_ROOT, 'docs', 'control.md'), 'utf8')).find((b) => b.text.startsWith('rule: trajectory'));
+    assert.ok(doc, 'docs/control.md shows a table');
+    assert.equal(r.stdout, `${doc.text}\n`);
   });
 });
 
