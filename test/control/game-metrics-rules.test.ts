@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { MAX_SUSPICION } from '../../src/control/scores.js';
 import { gameMetrics } from '../../src/control/metrics/report.js';
 import { readSampleSummaries } from '../../src/log/eval-reader.js';
+import { runPython } from '../helpers/python.js';
 import { scored, tempDir, writeControlLog } from './helpers/control-logs.js';
 
 describe('ct game-metrics, action and stepwise rules', () => {
@@ -108,6 +109,49 @@ describe('ct game-metrics, action and stepwise rules', () => {
       assert.deepEqual([web.budgets[0].threshold, web.budgets[0].safety, web.attack_samples], [1.5, 1, 1]);
       assert.deepEqual([db.budgets[0].threshold, db.budgets[0].safety], [8.5, 0]);
       assert.match((byEnv.mail as any).error, /no honest samples .* environment mail/);
+    } finally {
+      await rm(d, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('ct game-metrics on logs Inspect wrote', () => {
+  test('the same samples rewritten by inspect_ai (its summaries, its thinning) give the same report', async () => {
+    const d = await tempDir('inspect');
+    try {
+      const h = await writeControlLog(d, 'h', [
+        { actions: [1, null, 2, 3], trajectory: 2, main: 'C' },
+        { actions: [0, 4], trajectory: 6, main: 'I' },
+        { actions: Array.from({ length: 40 }, (_, i) => i % 6), trajectory: 4 },
+        { error: 'sandbox did not start' },
+      ]);
+      const a = await writeControlLog(d, 'a', [
+        { actions: [1, 4.5], trajectory: 1, side: 'C' },
+        { actions: [4, 4], trajectory: 7, side: 'C' },
+        { actions: [0, 3], trajectory: 5, side: 'C', main: 'I' },
+        { actions: [null], side: 'I' },
+      ]);
+      const rewritten = [`${d}/inspect-h.eval`, `${d}/inspect-a.eval`];
+      await runPython(
+        'import json, sys, zipfile\n' +
+          'import inspect_ai.log._recorders.eval as recorder\n' +
+          'from inspect_ai.log import read_eval_log, write_eval_log\n' +
+          // Inspect writes zstd by default; DEFLATE is what Node 20 reads.
+          'recorder.zipfile_compress_kwargs.update(compression=zipfile.ZIP_DEFLATED, compresslevel=None)\n' +
+          'for src, dst in json.load(sys.stdin):\n' +
+          '    write_eval_log(read_eval_log(src), dst)\n' +
+          'print("[]")',
+        [
+          [h, rewritten[0]],
+          [a, rewritten[1]],
+        ],
+      );
+      for (const rule of ['trajectory', 'action', 'stepwise']) {
+        const ours = (await gameMetrics({ honest: [h], attack: [a], rule, auditBudget: '10,50' })).report;
+        const theirs = (await gameMetrics({ honest: [rewritten[0]!], attack: [rewritten[1]!], rule, auditBudget: '10,50' })).report;
+        assert.deepEqual({ ...theirs, logs: null }, { ...ours, logs: null }, rule);
+        assert.equal(ours.errored.honest, 1);
+      }
     } finally {
       await rm(d, { recursive: true, force: true });
     }
