@@ -116,7 +116,13 @@ async function histogramSvg(sets: ScoredSets, options: GameMetricsOptions): Prom
     return counts.map((c, i) => [b.lo + (i + 0.5) * b.width, values.length ? (100 * c) / values.length : 0]);
   };
   const scores = new HonestScores(options.rule, sets.honest);
-  const marks = options.budgets.map((budget) => ({ xAxis: scores.thresholdsAt(budget).primary, name: `${budget}%` }));
+  // Budgets sharing a threshold share one line, labelled with all of them.
+  const byThreshold = new Map<number, string[]>();
+  for (const budget of options.budgets) {
+    const t = scores.thresholdsAt(budget).primary;
+    byThreshold.set(t, [...(byThreshold.get(t) ?? []), `${budget}%`]);
+  }
+  const marks = [...byThreshold].map(([xAxis, names]) => ({ xAxis, name: names.join(', ') }));
   const barWidth = Math.max(2, Math.floor((WIDTH - 100) / b.count / 2.4));
   return render({
     title: {
