@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { ConfigError, CtError } from '../errors.js';
+import { registerGameMetricsCommand } from './game-metrics.js';
 import { registerProtocolCommands } from './protocols.js';
 import { registerRunCommands } from './run-eval.js';
 import { registerSandboxCommands } from './sandbox.js';
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerMtgenCommands(program);
   registerSandboxCommands(program);
   registerProtocolCommands(program);
+  registerGameMetricsCommand(program);
   registerSettingsCommands(program);
   registerEnvsCommands(program);
   registerFleetCommands(program);
