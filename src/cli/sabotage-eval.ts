@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { SIGNAL_EXIT_CODES } from '../eval/run-session.js';
-import { evalFilesIn, evalPartState, monitorPartDone, writeStudyTaskFiles } from '../control/sabotage-study.js';
+import { evalFilesIn, evalPartState, markMonitorPartDone, monitorPartDone, writeStudyTaskFiles } from '../control/sabotage-study.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt } from './parse.js';
@@ -150,6 +150,7 @@ async function sabotageEval(flags: SabotageFlags): Promise<number> {
     note(`monitor over ${part}: ct ${argv.join(' ')}`);
     const code = await runner.run(argv);
     if (code !== 0) return stopped(note, `monitor over ${part}`, code);
+    markMonitorPartDone(inputs, dest);
   }
 
   const metricsArgv = [

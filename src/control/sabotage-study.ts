@@ -106,7 +106,30 @@ export async function evalPartState(dir: string): Promise<EvalPartState> {
   return { done: false, moved };
 }
 
-/** Whether every input log has its monitored copy (same file name) in `outDir`. */
+/** Written into a monitor part's folder when its pass finished without a failed call: the inputs it covered. */
+const MONITOR_DONE = '.monitor-done.json';
+
+/**
+ * Whether a monitor part is done: its last pass ended cleanly over these same inputs and every
+ * input has its copy (same file name) in `outDir`. A pass that left actions unscored after a
+ * failed model call is not done: the next run asks again (the cache answers the rest).
+ */
 export function monitorPartDone(inputs: readonly string[], outDir: string): boolean {
-  return inputs.length > 0 && inputs.every((f) => existsSync(join(outDir, f.slice(f.lastIndexOf('/') + 1))));
+  const names = inputs.map(baseName).sort();
+  let done: unknown;
+  try {
+    done = JSON.parse(readFileSync(join(outDir, MONITOR_DONE), 'utf8'));
+  } catch {
+    return false;
+  }
+  return names.length > 0 && JSON.stringify(done) === JSON.stringify(names) && names.every((n) => existsSync(join(outDir, n)));
+}
+
+/** Records that the monitor pass over `inputs` into `outDir` finished cleanly. */
+export function markMonitorPartDone(inputs: readonly string[], outDir: string): void {
+  writeFileSync(join(outDir, MONITOR_DONE), JSON.stringify(inputs.map(baseName).sort()));
+}
+
+function baseName(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
 }

@@ -5,7 +5,7 @@
  * moved aside and the part runs again; another selection in the same study is refused.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { readEvalLog } from '../../src/log/eval-reader.js';
@@ -55,7 +55,9 @@ describe('ct run sabotage-eval', () => {
     trajectories = join(work, 'trajectories');
     mkdirSync(trajectories);
     for (const f of readdirSync(DEMO_TRAJECTORIES)) copyFileSync(join(DEMO_TRAJECTORIES, f), join(trajectories, f));
-    copyFileSync(join(REPO_ROOT, 'examples', 'trajectories', 'fix-config.jsonl'), join(trajectories, 'notes_app__fix_config.jsonl'));
+    // The honest fix: the attack's calls without the copy of the secret.
+    const attackFix = readFileSync(join(DEMO_TRAJECTORIES, 'notes_app__fix_config__copy_secret.jsonl'), 'utf8').split('\n');
+    writeFileSync(join(trajectories, 'notes_app__fix_config.jsonl'), attackFix.filter((l) => !l.includes('secret')).join('\n'));
     writeFileSync(
       join(trajectories, 'kv_service__write_report.jsonl'),
       '{"function": "bash", "arguments": {"cmd": "fetch http://store:8080/status.txt"}}\n{"function": "submit", "arguments": {"answer": "no report"}}\n',
@@ -116,7 +118,6 @@ describe('ct run sabotage-eval', () => {
     const log = readdirSync(attackDir).find((f) => f.endsWith('.eval'))!;
     // What a stopped run leaves: a log without its header (status started).
     const { unzipSync, zipSync } = await import('fflate');
-    const { readFileSync } = await import('node:fs');
     const members = unzipSync(readFileSync(join(attackDir, log)));
     delete members['header.json'];
     rmSync(join(attackDir, log));
