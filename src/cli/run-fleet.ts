@@ -15,6 +15,7 @@ import type { FleetPlan, RunPlan } from '../eval/run-plan.js';
 import { emptyFleetState } from '../fleet/controller.js';
 import { mergedLogPath } from '../fleet/merge-results.js';
 import { fleetLogHeader } from '../fleet/one-sample-log.js';
+import { isMonitorManifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
 import { collect, positiveInt, positiveNumber } from './parse.js';
@@ -171,7 +172,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     if (retried) out(`retrying ${retried} job(s) whose result is an error (${state.errors.filter((e) => e.kind === 'dead').length} dead-lettered); --no-retry-errors keeps them`);
     else if (state.errors.length) out(`keeping ${state.errors.length} error result(s) (--no-retry-errors)`);
     // The fleet's earlier merged logs in this log dir: every merge its events recorded, and the prior manifest's name.
-    const priorLogs = fleet.newFleet ? earlierMergedLogs(config.log_dir, fleetId, found.prior ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined) : [];
+    const priorLogs = fleet.newFleet ? earlierMergedLogs(config.log_dir, fleetId, found.prior && !isMonitorManifest(found.prior) ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined) : [];
     if (fleet.newFleet && found.prior) {
       out(
         `--new-fleet drops the ${found.done.size} result(s) fleet ${fleetId} already has in s3://${config.fleet.bucket}/${fleetId}/` +
