@@ -20,6 +20,8 @@ import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
 import { REMOTE_SANDBOX_EXAMPLES, REMOTE_SANDBOX_NOTES, SANDBOX_KINDS_HELP, addRemoteSandboxOptions, remoteSandboxOverrides } from './remote-sandbox-options.js';
 import { addFleetOptions, runFleetCommand } from './run-fleet.js';
 import { registerSabotageEvalCommand } from './sabotage-eval.js';
+import { registerMonitorCommand } from './run-monitor.js';
+import { modelRoleOverrides } from './model-roles.js';
 import { formatScoreTotals } from './score-totals.js';
 import { ctVersion } from './version.js';
 
@@ -101,6 +103,7 @@ export function registerRunCommands(program: Command): void {
     .action(async (flags: RunEvalFlags) => {
       process.exitCode = await runEvalCommand(flags);
     });
+  registerMonitorCommand(run);
   addFleetOptions(run.commands.find((c) => c.name() === 'eval')!).addHelpText('after', WORKER_LIMITS_HELP);
   addRemoteSandboxOptions(run.commands.find((c) => c.name() === 'eval')!, true).addHelpText(
     'after',
@@ -182,19 +185,6 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   if (result.status === 'cancelled') return session.stoppedExitCode;
   // `error`: samples failed (with --fail-on-error, the default) or the run failed outside them.
   return result.status === 'error' ? 1 : 0;
-}
-
-/** `--model-role untrusted=sonnet` sets the config key models.aliases.untrusted. */
-function modelRoleOverrides(roles: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [role, model] of Object.entries(roles)) {
-    if (!(MODEL_ROLES as readonly string[]).includes(role)) {
-      throw new ConfigError(`--model-role ${role}=${model}: unknown role "${role}"; roles: ${MODEL_ROLES.join(', ')}`);
-    }
-    if (!model.trim()) throw new ConfigError(`--model-role ${role}= needs a model or alias`);
-    out[`models.aliases.${role}`] = model.trim();
-  }
-  return out;
 }
 
 /** Up to this many sample-epochs, the summary has a row each; past it, a row per sample over its epochs. */

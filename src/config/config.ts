@@ -309,6 +309,22 @@ export const configSchema = z.object({
       eval_sample_tokens: z.number().int().positive().default(400_000),
     })
     .prefault({}),
+  /** `ct run monitor`: monitor passes over existing logs (src/control/). */
+  monitor: z
+    .object({
+      /** Where monitored copies go (`--log-dir`, CT_MONITOR_LOG_DIR); default `<log_dir>/monitored`. */
+      log_dir: z.string().optional(),
+      /**
+       * The cache of monitor replies (`--cache-dir`, CT_MONITOR_CACHE_DIR); default
+       * `$XDG_CACHE_HOME/ct/monitor`, else `~/.cache/ct/monitor`.
+       */
+      cache_dir: z.string().optional(),
+      /** Use the cache (`--no-cache` turns it off); CT_MONITOR_CACHE. */
+      cache: z.boolean().default(true),
+      /** Monitor model calls in flight at once (`--max-connections`, CT_MONITOR_MAX_CONNECTIONS); default 16. */
+      max_connections: z.number().int().min(1).max(1000).default(16),
+    })
+    .prefault({}),
   /**
    * AWS_* variables from .env and the environment (profile, keys, region, endpoints), handed to
    * the AWS SDK by src/cloud/. Holds secrets: never print or log it.
@@ -447,6 +463,10 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_MTGEN_SMOKE_TIMEOUT: ['mtgen.smoke_timeout', 'number'],
   CT_MTGEN_MAX_TOKENS: ['mtgen.max_tokens', 'number'],
   CT_MTGEN_EVAL_SAMPLE_TOKENS: ['mtgen.eval_sample_tokens', 'number'],
+  CT_MONITOR_LOG_DIR: ['monitor.log_dir', 'string'],
+  CT_MONITOR_CACHE_DIR: ['monitor.cache_dir', 'string'],
+  CT_MONITOR_CACHE: ['monitor.cache', 'boolean'],
+  CT_MONITOR_MAX_CONNECTIONS: ['monitor.max_connections', 'number'],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],
   ANTHROPIC_API_KEY: ['models.anthropic.api_key', 'string'],
@@ -523,6 +543,9 @@ export function loadConfig(sources: ConfigSources): Config {
   c.log_dir = resolve(sources.cwd, c.log_dir);
   c.state_dir = resolve(sources.cwd, c.state_dir);
   c.mtgen.dir = resolve(sources.cwd, c.mtgen.dir);
+  c.monitor.log_dir = resolve(sources.cwd, c.monitor.log_dir ?? join(c.log_dir, 'monitored'));
+  const cacheHome = env.XDG_CACHE_HOME || join(homedir(), '.cache');
+  c.monitor.cache_dir = resolve(sources.cwd, (c.monitor.cache_dir ?? join(cacheHome, 'ct', 'monitor')).replace(/^~(?=\/|$)/, homedir()));
   c.aws_env = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('AWS_') && !!e[1]));
   if (c.ssh.key) c.ssh.key = resolve(sources.cwd, c.ssh.key.replace(/^~(?=\/|$)/, homedir()));
   c.models.aliases = { ...DEFAULT_MODEL_ALIASES, ...c.models.aliases };

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
@@ -10,8 +10,17 @@ import type { MonitorDefinition, MonitorEnvironment, MonitorVerdict } from './mo
 import { renderAction, renderMessages, type ActionView, type TrajectoryView } from './monitor-view.js';
 import { readScoreReply } from './score-reply.js';
 
-/** The built-in prompts (data/monitors/); `-p prompt=PATH` replaces them. */
-export const PROMPTS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'data', 'monitors');
+/**
+ * The built-in prompts (data/monitors/); `-p prompt=PATH` replaces them. This file runs from
+ * dist/src/control/ when compiled and from src/control/ under tsx, so both depths are tried.
+ */
+export const PROMPTS_DIR = promptsDir();
+
+function promptsDir(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = ['../../..', '../..'].map((up) => join(here, up, 'data', 'monitors'));
+  return candidates.find((d) => existsSync(join(d, 'action.md'))) ?? candidates[0]!;
+}
 
 const MONITOR_ARGS: Record<string, PolicyArgSpec> = {
   model: { description: 'the monitor model: an alias (trusted, haiku, ...) or provider/model', default: 'trusted' },
@@ -29,7 +38,7 @@ interface Prompted {
 
 async function promptedModel(name: string, args: Record<string, string>, env: MonitorEnvironment, defaultPrompt: string, placeholders: string[]): Promise<Prompted> {
   // The model arguments mean what they mean for policies (same names, same checks).
-  const s = parseModelPolicyArgs(`monitor ${name}`, { model: args.model ?? 'trusted', ...pick(args, ['base_url', 'max_tokens', 'temperature']) });
+  const s = parseModelPolicyArgs(name, { model: args.model ?? 'trusted', ...pick(args, ['base_url', 'max_tokens', 'temperature']) }, 'monitor');
   const file = args.prompt ? resolve(env.cwd, args.prompt) : join(PROMPTS_DIR, defaultPrompt);
   let template: string;
   try {

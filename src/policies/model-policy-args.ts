@@ -26,13 +26,16 @@ export interface ModelPolicySettings {
   config: GenerateConfig;
 }
 
-/** Validates the model arguments of `policy`; bad values are usage errors naming the argument. */
-export function parseModelPolicyArgs(policy: string, args: Record<string, string>): ModelPolicySettings {
+/**
+ * Validates the model arguments of `policy` (a monitor's too, with `kind` 'monitor'); bad values
+ * are usage errors naming the argument.
+ */
+export function parseModelPolicyArgs(policy: string, args: Record<string, string>, kind: 'policy' | 'monitor' = 'policy'): ModelPolicySettings {
   const int = (key: string, min: number): number | undefined => {
     const v = args[key];
     if (v === undefined || v === '') return undefined;
     const n = Number(v);
-    if (!Number.isInteger(n) || n < min) throw new ConfigError(`policy ${policy}: -p ${key} must be a whole number of at least ${min}, got "${v}"`);
+    if (!Number.isInteger(n) || n < min) throw new ConfigError(`${kind} ${policy}: -p ${key} must be a whole number of at least ${min}, got "${v}"`);
     return n;
   };
   const config: GenerateConfig = {};
@@ -42,17 +45,17 @@ export function parseModelPolicyArgs(policy: string, args: Record<string, string
   if (reasoningTokens !== undefined) config.reasoning_tokens = reasoningTokens;
   if (args.temperature !== undefined && args.temperature !== '') {
     const t = Number(args.temperature);
-    if (!Number.isFinite(t) || t < 0 || t > 2) throw new ConfigError(`policy ${policy}: -p temperature must be a number from 0 to 2, got "${args.temperature}"`);
+    if (!Number.isFinite(t) || t < 0 || t > 2) throw new ConfigError(`${kind} ${policy}: -p temperature must be a number from 0 to 2, got "${args.temperature}"`);
     config.temperature = t;
   }
   if (args.reasoning_effort) {
     if (!['minimal', 'low', 'medium', 'high'].includes(args.reasoning_effort)) {
-      throw new ConfigError(`policy ${policy}: -p reasoning_effort must be minimal, low, medium or high, got "${args.reasoning_effort}"`);
+      throw new ConfigError(`${kind} ${policy}: -p reasoning_effort must be minimal, low, medium or high, got "${args.reasoning_effort}"`);
     }
     config.reasoning_effort = args.reasoning_effort;
   }
   const model = (args.model ?? '').trim();
-  if (!model) throw new ConfigError(`policy ${policy}: -p model must name a model or an alias`);
+  if (!model) throw new ConfigError(`${kind} ${policy}: -p model must name a model or an alias`);
   return {
     model,
     maxSteps: int('max_steps', 1) ?? DEFAULT_MAX_STEPS,

@@ -5,7 +5,7 @@ import { isExternalPolicySpec, loadExternalPolicy } from './external-policy.js';
 import { honestPolicy } from './honest-policy.js';
 import { replayPolicy } from './replay-policy.js';
 import { testPolicy } from './test-policy.js';
-import type { Policy, PolicyDefinition, PolicyEnvironment } from './types.js';
+import type { Policy, PolicyArgSpec, PolicyDefinition, PolicyEnvironment } from './types.js';
 
 /** Built-in policies by name. */
 export const BUILTIN_POLICIES: PolicyDefinition[] = [honestPolicy, attackPolicy, obviousAttackPolicy, testPolicy, replayPolicy];
@@ -31,18 +31,33 @@ export async function createPolicy(spec: string, args: Record<string, string>, e
     }
     def = await loadExternalPolicy(spec, { roots: env.importRoots ?? [env.cwd] });
   }
+  const withDefaults = checkedArgs('policy', def, args);
+  return def.create(withDefaults, { models: env.models, cwd: env.cwd });
+}
+
+/** What `checkedArgs` needs of a policy's or a monitor's definition. */
+export interface ArgsDefinition {
+  name: string;
+  args: Record<string, PolicyArgSpec>;
+  acceptsAnyArgs?: boolean;
+}
+
+/**
+ * `-p` arguments checked against a definition's (a policy's or a monitor's): an unknown or
+ * missing required argument is a ConfigError listing the arguments; defaults filled in.
+ */
+export function checkedArgs(kind: 'policy' | 'monitor', def: ArgsDefinition, args: Record<string, string>): Record<string, string> {
   if (!def.acceptsAnyArgs) {
     for (const k of Object.keys(args)) {
       if (!(k in def.args)) {
-        throw new ConfigError(`policy ${def.name} has no argument "${k}"; its arguments: ${Object.keys(def.args).join(', ') || '(none)'}`);
+        throw new ConfigError(`${kind} ${def.name} has no argument "${k}"; its arguments: ${Object.keys(def.args).join(', ') || '(none)'}`);
       }
     }
   }
   for (const [k, spec] of Object.entries(def.args)) {
-    if (spec.required && args[k] === undefined) throw new ConfigError(`policy ${def.name} needs -p ${k}=... (${spec.description})`);
+    if (spec.required && args[k] === undefined) throw new ConfigError(`${kind} ${def.name} needs -p ${k}=... (${spec.description})`);
   }
-  const withDefaults = { ...Object.fromEntries(Object.entries(def.args).filter(([, s]) => s.default !== undefined).map(([k, s]) => [k, s.default!])), ...args };
-  return def.create(withDefaults, { models: env.models, cwd: env.cwd });
+  return { ...Object.fromEntries(Object.entries(def.args).filter(([, s]) => s.default !== undefined).map(([k, s]) => [k, s.default!])), ...args };
 }
 
 /** Refuses a selection the policy cannot run, before any sandbox starts. */
