@@ -26,7 +26,7 @@ import { scoreTotals } from './score-totals.js';
 
 
 /** The fleet flags of `ct run eval`. */
-export function addFleetOptions(cmd: Command): Command {
+export function addFleetOptions(cmd: Command, examples = EVAL_FLEET_EXAMPLES): Command {
   return cmd
     .option('--fleet', 'run on a fleet of workers fed by an SQS queue, results in S3 (see --workers)')
     .option('--ec2', 'fleet mode with EC2 workers (= --fleet --workers ec2)')
@@ -42,14 +42,13 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
     .option('--on-demand', 'with --ec2: on-demand instances only')
     .option('--concurrency <n>', 'with --ec2: samples each worker runs at once (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
-    .addHelpText(
-      'after',
-      '\nFleet examples:\n' +
-        '  ct run eval --fleet --workers local:2 --task-file demo --policy test --epochs 5 --yes\n' +
-        '  ct run eval --fleet --workers external --task-file demo --epochs 10 --estimate\n' +
-        '  ct run eval --ec2 --task-file medium --policy honest --epochs 10 --max-workers 20\n',
-    );
+    .addHelpText('after', `\nFleet examples:\n${examples}`);
 }
+
+const EVAL_FLEET_EXAMPLES =
+  '  ct run eval --fleet --workers local:2 --task-file demo --policy test --epochs 5 --yes\n' +
+  '  ct run eval --fleet --workers external --task-file demo --epochs 10 --estimate\n' +
+  '  ct run eval --ec2 --task-file medium --policy honest --epochs 10 --max-workers 20\n';
 
 export interface FleetRunInput {
   /** Output only: --quiet, --json. Every other decision is in `plan`. */

@@ -66,8 +66,8 @@ export interface PooledOutcome {
   reason?: string;
 }
 
-/** Any work a pool keeps going: each item may carry a signal of its own (see `PoolItem.signal`). */
-export interface PoolOptions<T extends { signal?: AbortSignal }> {
+/** Any work a pool keeps going: an item may carry a `signal` of its own (see `PoolItem.signal`). */
+export interface PoolOptions<T extends object> {
   work: AsyncIterable<T> | Iterable<T>;
   /** Items running at once (at least 1). */
   maxSamples: number;
@@ -109,7 +109,7 @@ export function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>): Prom
  * The pool itself, for any work that ends in an EvalSample (samples run in sandboxes, or a
  * monitor pass rating existing ones): at most `maxSamples` items at once, pulled one at a time.
  */
-export async function runPool<T extends { signal?: AbortSignal }>(o: PoolOptions<T>): Promise<void> {
+export async function runPool<T extends object>(o: PoolOptions<T>): Promise<void> {
   const it: AsyncIterator<T> | Iterator<T> =
     Symbol.asyncIterator in o.work ? (o.work as AsyncIterable<T>)[Symbol.asyncIterator]() : (o.work as Iterable<T>)[Symbol.iterator]();
   let pulling: Promise<IteratorResult<T>> = Promise.resolve({ done: false, value: undefined as never });
@@ -140,7 +140,8 @@ export async function runPool<T extends { signal?: AbortSignal }>(o: PoolOptions
       if (next.done) return;
       const item = next.value;
       o.onStart?.(item);
-      const { signal, release } = item.signal ? eitherSignal(o.signal, item.signal) : { signal: o.signal, release: () => {} };
+      const own = (item as { signal?: AbortSignal }).signal;
+      const { signal, release } = own ? eitherSignal(o.signal, own) : { signal: o.signal, release: () => {} };
       const { sample, end, reason } = await o.run(item, signal).finally(release);
       try {
         await o.onResult(item, sample, end, reason);

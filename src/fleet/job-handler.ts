@@ -51,4 +51,6 @@ export interface JobHandler<P> {
   resultLog(item: JobItem<P>, sample: EvalSample): Promise<Uint8Array>;
   /** Why the result counts as an error result (marked, retried by a rerun), or undefined. */
   errorOf(sample: EvalSample): string | undefined;
+  /** Removes what the handler made (temporary files) when the worker stops. */
+  close?(): Promise<void>;
 }

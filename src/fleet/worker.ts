@@ -305,6 +305,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     o.parentGone?.removeEventListener('abort', parentGone);
     removeHook();
     await session.close();
+    await handler.close?.().catch(() => {});
     await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
   }
   let stop: WorkerStop = source.end === 'fleet-gone' ? 'fleet-gone' : 'done';
@@ -363,7 +364,10 @@ async function waitForFleet(o: WorkerOptions): Promise<AnyManifest | undefined> 
 
 /** The handler of the manifest's kind of jobs, prepared (an eval fleet's settings, worker setup and policy). */
 async function handlerFor(manifest: AnyManifest, o: WorkerOptions, extraSrcDir: string, importRoots: string[]): Promise<JobHandler<unknown>> {
-  if (isMonitorManifest(manifest)) throw new ConfigError(`fleet ${manifest.fleet_id} is a monitor fleet, which this ct cannot run`);
+  if (isMonitorManifest(manifest)) {
+    const { monitorJobHandler } = await import('../control/monitor-job-handler.js');
+    return (await monitorJobHandler({ manifest, store: o.store, config: o.config, cwd: o.cwd, importRoots, log: o.log })) as JobHandler<unknown>;
+  }
   return (await evalJobHandler({ manifest, config: o.config, version: o.version, cwd: o.cwd, git: o.git, extraSrcDir, importRoots, log: o.log })) as JobHandler<unknown>;
 }
 
