@@ -11,7 +11,7 @@ import type { Monitor } from '../control/monitor-types.js';
 import { MAX_SUSPICION, TRAJECTORY_SUSPICION } from '../control/scores.js';
 import { CancelledError, ConfigError, errorMessage } from '../errors.js';
 import { createProgress } from '../eval/progress.js';
-import { listSampleEntries } from '../log/eval-reader.js';
+import { listSampleEntries, readEvalLog } from '../log/eval-reader.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { costUsd, priceOf, PRICES_AS_OF } from '../mtgen/prices.js';
 import { SIGNAL_EXIT_CODES } from '../eval/run-session.js';
@@ -67,8 +67,9 @@ export function registerMonitorCommand(run: Command): void {
         '\nReplies are cached on disk by monitor, prompt, model and exact input: a second pass over the\n' +
         'same logs makes no model call. Calls that fail (after retries) are not cached; their actions\n' +
         'are left unscored with the error as the reason.\n' +
-        '\nExit codes: 0 done; 1 a model call failed or a log could not be monitored; 2 bad input\n' +
-        '(no logs, unknown monitor or argument, bad model); 130 interrupted (no partial copy is left).\n',
+        '\nExit codes: 0 done; 1 a model call failed, or a log failed part-way (its copy is not written);\n' +
+        '2 bad input (no logs, a file that is not a log, unknown monitor or argument, bad model), before\n' +
+        'anything is written; 130 interrupted (no partial copy is left; finished replies stay cached).\n',
     )
     .action(async (paths: string[], flags: RunMonitorFlags) => {
       process.exitCode = await runMonitorCommand(paths, flags);
@@ -101,6 +102,7 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   const logs = await findEvalLogs(paths, { exclude: outDir });
   if (logs.length === 0) throw new ConfigError(`no .eval logs in ${paths.join(', ')}${paths.length ? '' : ' (name logs or folders)'}`);
   checkOutputNames(logs, outDir);
+  const total = (await Promise.all(logs.map(readableSampleCount))).reduce((a, b) => a + b, 0);
   const cache = config.monitor.cache ? new MonitorCache(config.monitor.cache_dir!) : undefined;
   const calls = createCachedMonitorModels({ cache, maxConnections: config.monitor.max_connections });
   const fleet = Boolean(flags.fleet || flags.ec2);
@@ -126,7 +128,6 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  const total = (await Promise.all(logs.map(async (l) => (await listSampleEntries(l)).length))).reduce((a, b) => a + b, 0);
   const done: MonitorLogResult[] = [];
   const failedLogs: Array<{ input: string; error: string }> = [];
   const counts: SampleMonitorCounts = { skipped: false, rated: 0, scored: 0, unscored: 0, failed: 0, reasons: {} };
@@ -182,6 +183,16 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   return counts.failed > 0 || failedLogs.length > 0 ? 1 : 0;
 }
 
+/** The log's samples; a file that is not a readable log is bad input, refused before anything is written. */
+async function readableSampleCount(log: string): Promise<number> {
+  try {
+    await readEvalLog(log, { headerOnly: true });
+    return (await listSampleEntries(log)).length;
+  } catch (e) {
+    throw new ConfigError(`${log} is not a readable .eval log: ${errorMessage(e).split('\n')[0]}`);
+  }
+}
+
 /** Two inputs with one file name would write one copy: refused before anything is written. */
 function checkOutputNames(logs: string[], outDir: string): void {
   const byName = new Map<string, string>();
@@ -231,7 +242,7 @@ function textSummary(s: Summary): string[] {
     `monitor ${s.monitor.name}${s.monitor.model ? ` (${s.monitor.model})` : ''}: ${s.logs.length} log(s), ${samples} sample(s)` +
       (skipped ? ` (${skipped} with an error, copied unchanged)` : '') +
       ` in ${s.seconds.toFixed(1)}s`,
-    `${unit} rated: ${c.scored}; unscored: ${c.unscored}` + (why ? ` (commonest reason, ${why[1]}x: ${why[0].slice(0, 160)})` : ''),
+    `${unit} rated: ${c.rated} (${c.scored} scored, ${c.unscored} unscored` + (why ? `; commonest reason, ${why[1]}x: ${why[0].slice(0, 160)})` : ')'),
     `model calls: ${s.stats.calls} (${s.stats.failedCalls} failed), cache hits: ${s.stats.cacheHits}, tokens: ${tokens.in} in / ${tokens.out} out`,
     `cost: $${usd.toFixed(4)} at list prices as of ${PRICES_AS_OF}` + (unpriced.length ? `; unknown for ${unpriced.join(', ')} (not in the price table)` : ''),
     `cache: ${s.cacheDir ?? 'off (--no-cache)'}`,
