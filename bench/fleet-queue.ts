@@ -117,7 +117,7 @@ async function main(): Promise<void> {
       const j = d.message.job;
       await store.hasResult(j.job_id);
       await q2.extend(d.receiptHandle, 60);
-      await store.putResult(j.job_id, await oneSampleLog(sample(j), header));
+      await store.putResult(j.job_id, await oneSampleLog(sample(j as Job), header));
       await q2.sendDone({ version: PROTOCOL_VERSION, fleet_id: fleetId, job_id: j.job_id, status: 'ok', attempt: d.receiveCount, worker: 'bench', seconds: 1 });
       await q2.delete(d.receiptHandle);
       done++;

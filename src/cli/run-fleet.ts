@@ -12,9 +12,13 @@ import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import type { FleetPlan, RunPlan } from '../eval/run-plan.js';
-import { emptyFleetState } from '../fleet/controller.js';
+import { emptyFleetState, type FleetResults, type RunFleetResult } from '../fleet/controller.js';
+import type { CodeSnapshot, GitOptions } from '../fleet/code-artifact.js';
+import type { PackedExtraSrc } from '../fleet/extra-src.js';
+import type { ResultStore } from '../fleet/types.js';
 import { mergedLogPath } from '../fleet/merge-results.js';
 import { fleetLogHeader } from '../fleet/one-sample-log.js';
+import { isMonitorManifest, type AnyManifest } from '../fleet/protocol.js';
 import type { Policy } from '../policies/types.js';
 import type { Sample } from '../tasks/types.js';
 import { collect, positiveInt, positiveNumber } from './parse.js';
@@ -22,7 +26,7 @@ import { scoreTotals } from './score-totals.js';
 
 
 /** The fleet flags of `ct run eval`. */
-export function addFleetOptions(cmd: Command): Command {
+export function addFleetOptions(cmd: Command, examples = EVAL_FLEET_EXAMPLES): Command {
   return cmd
     .option('--fleet', 'run on a fleet of workers fed by an SQS queue, results in S3 (see --workers)')
     .option('--ec2', 'fleet mode with EC2 workers (= --fleet --workers ec2)')
@@ -38,14 +42,13 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
     .option('--on-demand', 'with --ec2: on-demand instances only')
     .option('--concurrency <n>', 'with --ec2: samples each worker runs at once (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
-    .addHelpText(
-      'after',
-      '\nFleet examples:\n' +
-        '  ct run eval --fleet --workers local:2 --task-file demo --policy test --epochs 5 --yes\n' +
-        '  ct run eval --fleet --workers external --task-file demo --epochs 10 --estimate\n' +
-        '  ct run eval --ec2 --task-file medium --policy honest --epochs 10 --max-workers 20\n',
-    );
+    .addHelpText('after', `\nFleet examples:\n${examples}`);
 }
+
+const EVAL_FLEET_EXAMPLES =
+  '  ct run eval --fleet --workers local:2 --task-file demo --policy test --epochs 5 --yes\n' +
+  '  ct run eval --fleet --workers external --task-file demo --epochs 10 --estimate\n' +
+  '  ct run eval --ec2 --task-file medium --policy honest --epochs 10 --max-workers 20\n';
 
 export interface FleetRunInput {
   /** Output only: --quiet, --json. Every other decision is in `plan`. */
@@ -68,12 +71,10 @@ const EARLY_WORKER_WAIT_SECONDS = 120;
 /** ct's own checkout: the code workers run. */
 const CT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-/** Runs the controller; returns the exit code. */
+/** Runs the controller of an eval fleet; returns the exit code. */
 export async function runFleetCommand(input: FleetRunInput): Promise<number> {
-  const { flags, config, plan } = input;
+  const { config, plan } = input;
   const fleet = plan.fleet;
-  const spec = fleet.workers;
-  const { LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
 
   // Everything below is checked before any AWS call: bad input creates nothing.
   const { parseFleetEnvs } = await import('../fleet/settings-pin.js');
@@ -85,9 +86,64 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   // policy was checked the same way); the provider itself is only built on workers.
   const { isExternalSandboxSpec, loadSandboxExport } = await import('../sandbox/external-provider.js');
   if (isExternalSandboxSpec(plan.sandbox)) await loadSandboxExport(plan.sandbox, [process.cwd(), ...fleet.extraSrc.map((d) => resolve(d))]);
+  const packed = trees.map(packExtraSrc);
+  const { buildFleetManifest } = await import('../fleet/build-manifest.js');
+  return controlFleet({
+    flags: input.flags,
+    config,
+    fleet,
+    sandbox: plan.sandbox,
+    logDir: plan.logDir,
+    version: input.version,
+    argv: input.argv,
+    extraSrc: packed,
+    build: ({ perWorker, code, git }) =>
+      buildFleetManifest({ plan, config, samples: input.samples, ...(input.policy.model ? { model: input.policy.model } : {}), perWorker, code, git, extraSrc: packed, ...(workerSetup ? { workerSetup } : {}), cwd: process.cwd() }),
+    earlierLog: (prior) => (isMonitorManifest(prior) ? [] : [mergedLogPath(config.log_dir, fleetLogHeader(prior, input.version))]),
+  });
+}
+
+/** What differs between the commands that drive a fleet (`ct run eval --fleet`, `ct run monitor --fleet`); the rest is `controlFleet`. */
+export interface ControlFleetInput {
+  /** Output only: --quiet, --json. */
+  flags: { quiet?: boolean; json?: boolean };
+  config: Config;
+  fleet: FleetPlan;
+  /** The sandbox workers run samples in (checked from here for local workers); absent: no sandbox. */
+  sandbox?: string;
+  /** Where the merged log(s) and the fleet's folder (events, worker logs) go. */
+  logDir: string;
+  version: string;
+  /** The command line, for the resume hint. */
+  argv: string[];
+  /** `--extra-src` trees, packed (uploaded as artifacts). */
+  extraSrc: readonly PackedExtraSrc[];
+  /** The manifest and fleet id, once the samples each worker runs at once are known. */
+  build: (o: { perWorker: number; code: CodeSnapshot; git: GitOptions }) => Promise<{ manifest: AnyManifest; fleetId: string }>;
+  /** What the results become (default: one merged eval log). */
+  results?: (store: ResultStore, manifest: AnyManifest) => FleetResults;
+  /** More to upload before any job is queued (a monitor fleet's inputs); after --new-fleet dropped the old objects. */
+  upload?: (store: ResultStore, manifest: AnyManifest, note: (line: string) => void) => Promise<void>;
+  /** Variables local workers get on top of this environment. */
+  localWorkerEnv?: Record<string, string>;
+  /** The merged logs an earlier run of this fleet wrote (removed by --new-fleet). */
+  earlierLog: (prior: AnyManifest) => string[];
+  /** Prints the outcome of a completed fleet; returns the exit code (default: the eval summary). */
+  summary?: (r: RunFleetResult, fleetId: string) => number;
+}
+
+/**
+ * Drives a fleet of either kind, in the order that keeps bad input from creating anything:
+ * credentials, EC2 plan, price, manifest, preflight, estimate and prompt; then secrets, bucket
+ * and uploads, queues, workers (runFleet), the summary, and the secrets' removal.
+ */
+export async function controlFleet(input: ControlFleetInput): Promise<number> {
+  const { flags, config, fleet } = input;
+  const spec = fleet.workers;
+  const { LocalLauncher, ExternalLauncher } = await import('../fleet/launcher.js');
   const { checkCredentialSources } = await import('../cloud/credentials.js');
   checkCredentialSources(config.aws_env);
-  const packed = trees.map(packExtraSrc);
+  const packed = input.extraSrc;
   // EC2 workers: who is launching, the instance type's size and the AMI, all read-only, all before anything is created.
   let ec2Plan: Awaited<ReturnType<typeof planEc2>> | undefined;
   if (spec.kind === 'ec2') ec2Plan = await planEc2(config);
@@ -107,12 +163,11 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
         })
       : undefined;
 
-  const { buildFleetManifest } = await import('../fleet/build-manifest.js');
   const { codeSnapshot, buildArchive, uploadArtifact } = await import('../fleet/code-artifact.js');
   const git = { timeoutSeconds: config.git.timeout, env: process.env };
   const code = await codeSnapshot(CT_ROOT, git);
   if (code.warning) process.stderr.write(`warning: ${code.warning}\n`);
-  const { manifest, fleetId } = await buildFleetManifest({ plan, config, samples: input.samples, ...(input.policy.model ? { model: input.policy.model } : {}), perWorker, code, git, extraSrc: packed, ...(workerSetup ? { workerSetup } : {}), cwd: process.cwd() });
+  const { manifest, fleetId } = await input.build({ perWorker, code, git });
   const jobs = manifest.jobs;
   // Workers elsewhere get the keys through the fleet's SSM parameters; local ones inherit this environment.
   const { fleetSecretsFromConfig, fleetSecretsPath, replaceFleetSecrets, deleteFleetSecrets } = await import('../fleet/secrets.js');
@@ -129,7 +184,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
   const { MANAGED_BY, TAGS } = await import('../cloud/tags.js');
   const identity = ec2Plan?.caller ?? (await preflightCredentials({ sts }, config.aws_env));
   // Bucket, instance profile, sandbox host: a problem stops here, before the estimate, with nothing created.
-  await (await import('../fleet/preflight.js')).preflightFleet({ config, workers: spec, sandbox: plan.sandbox, s3, warn: (l) => process.stderr.write(`warning: ${l}\n`) });
+  await (await import('../fleet/preflight.js')).preflightFleet({ config, workers: spec, sandbox: input.sandbox ?? 'none', s3, warn: (l) => process.stderr.write(`warning: ${l}\n`) });
   const queue = new SqsJobQueue({
     sqs,
     fleetId,
@@ -171,7 +226,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
     if (retried) out(`retrying ${retried} job(s) whose result is an error (${state.errors.filter((e) => e.kind === 'dead').length} dead-lettered); --no-retry-errors keeps them`);
     else if (state.errors.length) out(`keeping ${state.errors.length} error result(s) (--no-retry-errors)`);
     // The fleet's earlier merged logs in this log dir: every merge its events recorded, and the prior manifest's name.
-    const priorLogs = fleet.newFleet ? earlierMergedLogs(config.log_dir, fleetId, found.prior ? mergedLogPath(config.log_dir, fleetLogHeader(found.prior, input.version)) : undefined) : [];
+    const priorLogs = fleet.newFleet ? earlierMergedLogs(input.logDir, fleetId, found.prior ? input.earlierLog(found.prior) : []) : [];
     if (fleet.newFleet && found.prior) {
       out(
         `--new-fleet drops the ${found.done.size} result(s) fleet ${fleetId} already has in s3://${config.fleet.bucket}/${fleetId}/` +
@@ -212,16 +267,17 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
 
     // Local workers boot (~1 s: Node, ct, the sandbox session) while the fleet is set up: they
     // wait for its manifest and queues. Only when there is work to do.
+    const workerEnv = { ...process.env, ...input.localWorkerEnv };
     const toRun = jobs.length - state.done.size + (fleet.retryErrors ? state.errors.length : 0);
     const early =
       spec.kind === 'local' && toRun > 0
-        ? new LocalLauncher({ fleetId, region: config.ec2.region, concurrency: perWorker, cwd: process.cwd(), env: process.env, logDir: join(config.log_dir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
+        ? new LocalLauncher({ fleetId, region: config.ec2.region, concurrency: perWorker, cwd: process.cwd(), env: workerEnv, logDir: join(input.logDir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
         : undefined;
     const launchedEarly = early ? await early.start(Math.min(workerCount, toRun)) : undefined;
 
     const { FleetEventsLog } = await import('../fleet/events-log.js');
     const { createFleetProgress } = await import('../fleet/fleet-progress.js');
-    const events = new FleetEventsLog(config.log_dir, fleetId);
+    const events = new FleetEventsLog(input.logDir, fleetId);
     // Before any job is queued, so a worker never starts without them; names only, never values.
     if (secrets) events.add('secrets_stored', { parameters: await replaceFleetSecrets(ssm, config.fleet.secrets_prefix, fleetId, secrets) });
     const progress = createFleetProgress(process.stderr, Boolean(flags.quiet));
@@ -235,8 +291,8 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
             region: config.ec2.region,
             concurrency: perWorker,
             cwd: process.cwd(),
-            env: process.env,
-            logDir: join(config.log_dir, 'fleet', fleetId),
+            env: workerEnv,
+            logDir: join(input.logDir, 'fleet', fleetId),
           })
         : new ExternalLauncher({ fleetId, region: config.ec2.region }));
     const ac = new AbortController();
@@ -269,13 +325,15 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
             }
           }
           for (const p of packed) await store.putArtifact(p.sha256, p.gzip);
+          await input.upload?.(store, manifest, (l) => progress.note(l));
         },
         manifest,
+        ...(input.results ? { results: input.results(store, manifest) } : {}),
         state,
         launcher,
         workers: wanted,
         timings: fleet.timings,
-        logDir: plan.logDir,
+        logDir: input.logDir,
         version: input.version,
         events,
         progress,
@@ -289,7 +347,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       // Only a worker that died or was killed can have left sandboxes (a sweep costs a Docker round).
-      if (launcher instanceof LocalLauncher && launcher.abnormalExits() > 0) await sweepLocalSandboxes(config);
+      if (input.sandbox && launcher instanceof LocalLauncher && launcher.abnormalExits() > 0) await sweepLocalSandboxes(config);
       // Workers still winding down (the queues are gone) do not hold this process.
       if (launcher instanceof LocalLauncher) launcher.detach();
     }
@@ -307,6 +365,7 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
       out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : r.end === 'workers-failed' ? 'stopped: its workers keep failing' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
       return r.end === 'stopped' ? 130 : 1;
     }
+    if (input.summary) return input.summary(r, fleetId);
     const m = r.merge!;
     if (flags.json) {
       process.stdout.write(
@@ -324,14 +383,15 @@ export async function runFleetCommand(input: FleetRunInput): Promise<number> {
 }
 
 /** Merged logs of `fleetId` that still exist in `logDir`: those its events.jsonl names, and `also`. */
-function earlierMergedLogs(logDir: string, fleetId: string, also: string | undefined): string[] {
+function earlierMergedLogs(logDir: string, fleetId: string, also: readonly string[]): string[] {
   const events = join(logDir, 'fleet', fleetId, 'events.jsonl');
-  const paths = new Set<string>(also ? [also] : []);
+  const paths = new Set<string>(also);
   if (existsSync(events)) {
     for (const line of readFileSync(events, 'utf8').split('\n')) {
       try {
-        const e = JSON.parse(line) as { event?: string; path?: unknown };
+        const e = JSON.parse(line) as { event?: string; path?: unknown; paths?: unknown };
         if (e.event === 'merge' && typeof e.path === 'string') paths.add(e.path);
+        if (e.event === 'merge' && Array.isArray(e.paths)) for (const p of e.paths) if (typeof p === 'string') paths.add(p);
       } catch {
         // a line cut short by a killed controller
       }

@@ -1,4 +1,4 @@
-import { basename } from 'node:path';
+import { basename, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
@@ -18,8 +18,10 @@ import { SIGNAL_EXIT_CODES } from '../eval/run-session.js';
 import { modelRoleOverrides } from './model-roles.js';
 import { keyValue, positiveInt } from './parse.js';
 import { ctVersion } from './version.js';
+import { checkNoFleetFlags, type FleetFlags } from '../eval/run-plan.js';
+import { addFleetOptions } from './run-fleet.js';
 
-interface RunMonitorFlags {
+interface RunMonitorFlags extends FleetFlags {
   monitor: string;
   monitorArg: Record<string, string>;
   modelRole: Record<string, string>;
@@ -36,7 +38,7 @@ const LOGS_AT_ONCE = 4;
 
 /** `ct run monitor`, under the `ct run` group. */
 export function registerMonitorCommand(run: Command): void {
-  run
+  const cmd = run
     .command('monitor')
     .description('Rate the actions in existing .eval logs with a monitor (a trusted model) and write monitored copies.')
     .argument('<logs...>', '.eval logs, or folders searched for them recursively')
@@ -72,6 +74,15 @@ export function registerMonitorCommand(run: Command): void {
     .action(async (paths: string[], flags: RunMonitorFlags) => {
       process.exitCode = await runMonitorCommand(paths, flags);
     });
+  addFleetOptions(
+    cmd,
+    '  ct run monitor logs/ --fleet --workers local:4 --yes\n' +
+      '  ct run monitor logs/attack.eval --ec2 --monitor ensemble -p n=5 --max-workers 5 --estimate\n' +
+      '\nWith --fleet (or --ec2) every sample is one job: workers read it from the bucket, rate it with\n' +
+      'the monitor and store the monitored sample; the controller writes the monitored copies into\n' +
+      '--log-dir (the same files a local pass writes). The same command again resumes the same fleet.\n' +
+      'Workers use their own reply cache (local: workers share this machine\'s). --worker-setup does not apply.\n',
+  );
 }
 
 async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promise<number> {
@@ -94,7 +105,15 @@ async function runMonitorCommand(paths: string[], flags: RunMonitorFlags): Promi
   const total = (await Promise.all(logs.map(readableSampleCount))).reduce((a, b) => a + b, 0);
   const cache = config.monitor.cache ? new MonitorCache(config.monitor.cache_dir!) : undefined;
   const calls = createCachedMonitorModels({ cache, maxConnections: config.monitor.max_connections });
-  const monitor = await createMonitor(flags.monitor, flags.monitorArg, { models: new ModelRegistry(config.models), calls, cwd: process.cwd(), importRoots: [process.cwd()] });
+  const fleet = Boolean(flags.fleet || flags.ec2);
+  if (!fleet) checkNoFleetFlags(flags);
+  // A module:export monitor loads from the --extra-src trees too, as fleet workers import it.
+  const importRoots = [process.cwd(), ...(fleet ? flags.extraSrc.map((d) => resolve(d)) : [])];
+  const monitor = await createMonitor(flags.monitor, flags.monitorArg, { models: new ModelRegistry(config.models), calls, cwd: process.cwd(), importRoots });
+  if (fleet) {
+    const { runMonitorFleetCommand } = await import('./run-monitor-fleet.js');
+    return runMonitorFleetCommand({ logs, flags, config, monitor, outDir, version: ctVersion(), argv: process.argv });
+  }
 
   const progress = createProgress(process.stderr, flags.quiet || flags.json);
   const stop = new AbortController();

@@ -162,7 +162,7 @@ export function addCounts(into: SampleMonitorCounts, from: SampleMonitorCounts):
 }
 
 /** The input's spec with the monitor recorded and its score declared among the scorers. */
-function monitoredSpec(spec: EvalSpec, record: MonitorRecord): EvalSpec {
+export function monitoredSpec(spec: EvalSpec, record: MonitorRecord): EvalSpec {
   const before = (spec.metadata?.monitors ?? {}) as Record<string, unknown>;
   const scorer: EvalScorer = { name: record.score, options: {}, metrics: [{ name: 'inspect_ai/mean', options: {} }], metadata: {} };
   return {
@@ -179,11 +179,11 @@ const SUSPICION_SCORES = [MAX_SUSPICION, TRAJECTORY_SUSPICION] as const;
  * with a `mean()` metric: per sample id the mean over its epochs (samples with an error or a
  * no-answer value are unscored), then the mean over ids.
  */
-class SuspicionResults {
+export class SuspicionResults {
   /** score name -> sample id -> epoch values (numbers; null = present but unscored). */
   private readonly values = new Map<string, Map<string, { id: string | number; values: Array<number | null>; first: Score }>>();
 
-  add(sample: EvalSample): void {
+  add(sample: Pick<EvalSample, 'id' | 'scores'> & { error?: unknown }): void {
     if (sample.error) return;
     for (const name of SUSPICION_SCORES) {
       const score = sample.scores?.[name];

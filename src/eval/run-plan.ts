@@ -119,6 +119,21 @@ export function compileRun(config: Config, flags: RunFlags): RunPlan {
     checkNoFleetFlags(flags);
     return plan;
   }
+  plan.fleet = compileFleetPlan(config, flags, { ...(flags.maxSamples !== undefined ? { samplesPerWorker: flags.maxSamples } : {}) });
+  return plan;
+}
+
+/** The fleet flags a fleet-mode command shares (`addFleetOptions`). */
+export type FleetFlags = Pick<
+  RunFlags,
+  'fleet' | 'ec2' | 'workers' | 'maxWorkers' | 'estimate' | 'yes' | 'newFleet' | 'extraSrc' | 'workerSetup' | 'price' | 'spot' | 'onDemand' | 'concurrency' | 'retryErrors'
+>;
+
+/**
+ * The fleet part of a plan, from the fleet flags (`ct run eval --fleet`, `ct run monitor --fleet`);
+ * `samplesPerWorker`: what local and external workers run at once when the command decides it.
+ */
+export function compileFleetPlan(config: Config, flags: FleetFlags, o: { samplesPerWorker?: number } = {}): FleetPlan {
   if (flags.ec2 && flags.workers !== undefined && flags.workers !== 'ec2') throw new ConfigError(`--ec2 means --workers ec2; it cannot go with --workers ${flags.workers}`);
   const workers = parseWorkersSpec(flags.ec2 ? 'ec2' : (flags.workers ?? 'ec2'));
   if (flags.spot && flags.onDemand) throw new ConfigError('--spot and --on-demand exclude each other');
@@ -130,9 +145,9 @@ export function compileRun(config: Config, flags: RunFlags): RunPlan {
   const perWorker =
     workers.kind === 'ec2'
       ? flags.concurrency
-      : (flags.maxSamples ?? (workers.kind === 'local' ? Math.max(1, Math.ceil(defaultMaxSamples() / workerCount)) : config.fleet.samples_per_worker));
+      : (o.samplesPerWorker ?? (workers.kind === 'local' ? Math.max(1, Math.ceil(defaultMaxSamples() / workerCount)) : config.fleet.samples_per_worker));
   const pricePerHour = flags.price;
-  plan.fleet = {
+  return {
     workers,
     maxWorkers,
     workerCount,
@@ -156,8 +171,8 @@ export function compileRun(config: Config, flags: RunFlags): RunPlan {
       staleTeardownMinutes: config.fleet.stale_teardown_minutes,
     },
   };
-  return plan;
 }
+
 
 /** The parts of the fleet id a plan decides (the controller adds the code, settings, samples and shipped trees). */
 export function planIdInputs(plan: RunPlan): {
@@ -181,7 +196,7 @@ export function planIdInputs(plan: RunPlan): {
 }
 
 /** Fleet flags given without --fleet are refused rather than ignored. */
-function checkNoFleetFlags(flags: RunFlags): void {
+export function checkNoFleetFlags(flags: FleetFlags): void {
   const given = [
     flags.workers !== undefined && '--workers',
     flags.maxWorkers !== undefined && '--max-workers',

@@ -59,8 +59,57 @@ export interface SamplePoolOptions<T extends PoolItem> {
   onResult: (item: T, sample: EvalSample, end: SampleEnd, reason?: string) => Promise<void> | void;
 }
 
+/** How one pooled item ended: its sample, as `runSample` reports it. */
+export interface PooledOutcome {
+  sample: EvalSample;
+  end: SampleEnd;
+  reason?: string;
+}
+
+/** Any work a pool keeps going: an item may carry a `signal` of its own (see `PoolItem.signal`). */
+export interface PoolOptions<T extends object> {
+  work: AsyncIterable<T> | Iterable<T>;
+  /** Items running at once (at least 1). */
+  maxSamples: number;
+  /** Aborted on Ctrl-C: no new items start, running ones see it. */
+  signal: AbortSignal;
+  /** See `SamplePoolOptions.stopTaking`. */
+  stopTaking?: AbortSignal;
+  onStart?: (item: T) => void;
+  /** Runs one item (`signal`: the pool's and the item's); it reports failures in its outcome rather than throwing. */
+  run: (item: T, signal: AbortSignal) => Promise<PooledOutcome>;
+  /** See `SamplePoolOptions.onResult`. */
+  onResult: (item: T, sample: EvalSample, end: SampleEnd, reason?: string) => Promise<void> | void;
+}
+
 /** Runs the work through `runSample`, at most `maxSamples` at once; resolves when all reported. */
-export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>): Promise<void> {
+export function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>): Promise<void> {
+  return runPool<T>({
+    work: o.work,
+    maxSamples: o.maxSamples,
+    signal: o.signal,
+    ...(o.stopTaking ? { stopTaking: o.stopTaking } : {}),
+    ...(o.onStart ? { onStart: o.onStart } : {}),
+    onResult: o.onResult,
+    run: (item, signal) =>
+      runSample({
+        sample: item.sample,
+        epoch: item.epoch,
+        provider: o.provider,
+        policy: o.policy,
+        options: o.sampleOptions,
+        signal,
+        ...(o.prepareEnvironment ? { prepare: () => o.prepareEnvironment!(item) } : {}),
+        ...(o.onPhase ? { onPhase: (phase: SamplePhase) => o.onPhase!(item, phase) } : {}),
+      }),
+  });
+}
+
+/**
+ * The pool itself, for any work that ends in an EvalSample (samples run in sandboxes, or a
+ * monitor pass rating existing ones): at most `maxSamples` items at once, pulled one at a time.
+ */
+export async function runPool<T extends object>(o: PoolOptions<T>): Promise<void> {
   const it: AsyncIterator<T> | Iterator<T> =
     Symbol.asyncIterator in o.work ? (o.work as AsyncIterable<T>)[Symbol.asyncIterator]() : (o.work as Iterable<T>)[Symbol.iterator]();
   let pulling: Promise<IteratorResult<T>> = Promise.resolve({ done: false, value: undefined as never });
@@ -91,17 +140,9 @@ export async function runSamplePool<T extends PoolItem>(o: SamplePoolOptions<T>)
       if (next.done) return;
       const item = next.value;
       o.onStart?.(item);
-      const { signal, release } = item.signal ? eitherSignal(o.signal, item.signal) : { signal: o.signal, release: () => {} };
-      const { sample, end, reason } = await runSample({
-        sample: item.sample,
-        epoch: item.epoch,
-        provider: o.provider,
-        policy: o.policy,
-        options: o.sampleOptions,
-        signal,
-        ...(o.prepareEnvironment ? { prepare: () => o.prepareEnvironment!(item) } : {}),
-        ...(o.onPhase ? { onPhase: (phase: SamplePhase) => o.onPhase!(item, phase) } : {}),
-      }).finally(release);
+      const own = (item as { signal?: AbortSignal }).signal;
+      const { signal, release } = own ? eitherSignal(o.signal, own) : { signal: o.signal, release: () => {} };
+      const { sample, end, reason } = await o.run(item, signal).finally(release);
       try {
         await o.onResult(item, sample, end, reason);
       } catch (e) {

@@ -26,7 +26,7 @@ import type { FleetProgress } from './fleet-progress.js';
 import type { FleetLauncher } from './launcher.js';
 import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
 import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
-import type { ErrorMarker, Job, Manifest, ParsedJobMessage } from './protocol.js';
+import { isMonitorManifest, type AnyJob, type AnyManifest, type ErrorMarker, type Manifest, type ParsedJobMessage } from './protocol.js';
 import { queueUnfinished } from './queue-ledger.js';
 import { Watchdog } from './watchdog.js';
 import { backstopReceiveCount, type Delivery, type JobQueue, type ResultStore } from './types.js';
@@ -44,7 +44,7 @@ export interface FleetTimings {
 /** What is already there for this fleet. */
 export interface FleetState {
   /** The bucket holds this fleet's manifest (a resume); its `created` names the merged log. */
-  prior?: Manifest;
+  prior?: AnyManifest;
   /** Jobs with a stored result (dead-lettered ones included). */
   done: Set<string>;
   /** Jobs whose stored result is an error (dead-lettered, or the sample ended in error): what a rerun retries. */
@@ -60,8 +60,8 @@ export function emptyFleetState(): FleetState {
  * Reads, never writes: refuses a fleet id whose manifest speaks another protocol version (the
  * store's ConfigError) or lists other jobs, and finds the jobs already finished.
  */
-export async function inspectFleet(store: ResultStore, manifest: Manifest): Promise<FleetState> {
-  let prior: Manifest | undefined;
+export async function inspectFleet(store: ResultStore, manifest: AnyManifest): Promise<FleetState> {
+  let prior: AnyManifest | undefined;
   try {
     prior = await store.getManifest();
   } catch (e) {
@@ -71,7 +71,7 @@ export async function inspectFleet(store: ResultStore, manifest: Manifest): Prom
   }
   if (!prior) return emptyFleetState();
   const ids = new Set(manifest.jobs.map((j) => j.job_id));
-  if (prior.jobs.length !== ids.size || !prior.jobs.every((j) => ids.has(j.job_id))) {
+  if ((prior.kind ?? 'eval') !== (manifest.kind ?? 'eval') || prior.jobs.length !== ids.size || !prior.jobs.every((j) => ids.has(j.job_id))) {
     throw new ConfigError(`the manifest of fleet ${manifest.fleet_id} describes other jobs than this run; start a new fleet with --new-fleet`);
   }
   const done = new Set<string>();
@@ -86,12 +86,34 @@ export async function inspectFleet(store: ResultStore, manifest: Manifest): Prom
   return { prior, done, errors };
 }
 
+/**
+ * What a fleet's results become, by kind: an eval fleet's are merged into ONE log
+ * (`evalFleetResults`); a monitor fleet's into a monitored copy of each input log.
+ */
+export interface FleetResults {
+  /** The result the controller stores for a job SQS dead-lettered (its attempts spent). */
+  deadResult(d: DeadJob): Promise<Uint8Array>;
+  /** Turns the stored results into the run's log(s), once every job is finished. */
+  merge(): Promise<MergeOutcome>;
+}
+
+/** An eval fleet's results: a dead job's result is a sample carrying the failure; all merge into one log. */
+export function evalFleetResults(o: { store: ResultStore; manifest: Manifest; version: string; logDir: string }): FleetResults {
+  const header = fleetLogHeader(o.manifest, o.version);
+  return {
+    deadResult: (d) => oneSampleLog(deadJobSample(d), header),
+    merge: () => mergeFleetResults({ store: o.store, manifest: o.manifest, header, logDir: o.logDir }),
+  };
+}
+
 export interface RunFleetOptions {
   queue: JobQueue;
   store: ResultStore;
   /** Creates the bucket when missing (S3); before anything else is written. */
   ensureBucket?: () => Promise<void>;
-  manifest: Manifest;
+  manifest: AnyManifest;
+  /** Default (eval fleets): `evalFleetResults`. Required for a monitor fleet. */
+  results?: FleetResults;
   state: FleetState;
   launcher: FleetLauncher;
   /** Workers started at first (and kept up to while work remains). */
@@ -158,7 +180,8 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const seenDone = new Set<string>();
   /** Workers that reported, by name, with when (external fleets show how many are at work). */
   const reporters = new Map<string, number>();
-  const header = fleetLogHeader(manifest, o.version);
+  if (!o.results && isMonitorManifest(manifest)) throw new Error('runFleet: a monitor fleet needs its results handler');
+  const results = o.results ?? evalFleetResults({ store, manifest: manifest as Manifest, version: o.version, logDir: o.logDir });
   const retry = o.retryErrors === false ? [] : o.state.errors.filter((e) => done.has(e.jobId));
   const retryIds = new Set(retry.map((r) => r.jobId));
   // Dead-lettered results from earlier runs that stay (not retried) still count as failed.
@@ -269,8 +292,8 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   }
   inFlight = 0;
   show();
-  result.merge = await step('merging the results', () => mergeFleetResults({ store, manifest, header, logDir: o.logDir }));
-  events.add('merge', { path: result.merge.path, samples: result.merge.rows.length });
+  result.merge = await step('merging the results', () => results.merge());
+  events.add('merge', { path: result.merge.path, ...(result.merge.paths ? { paths: result.merge.paths } : {}), samples: result.merge.rows.length });
   await step('marking error results', () => reconcileErrorMarkers(result.merge!));
   // Results stay in the bucket; the queues go. Workers see their queue gone and leave by
   // themselves: the controller does not wait for local ones (nothing is paid while they wind
@@ -424,7 +447,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         }
         if (!done.has(job.job_id) && !(await store.hasResult(job.job_id))) {
           const d = deadJobOf(job, m);
-          await store.putResult(job.job_id, await oneSampleLog(deadJobSample(d), header));
+          await store.putResult(job.job_id, await results.deadResult(d));
           await store.putErrorMarker({ job_id: job.job_id, kind: 'dead', error: oneLine(d.error) });
           dead.push(d);
           events.add('job_dead', { job_id: job.job_id, error: d.error, attempts: d.attempts, workers: d.workers });
@@ -437,7 +460,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   }
 
   /** What a dead letter says of its job: the worker's reason and history, or (SQS's backstop) what this controller heard. */
-  function deadJobOf(job: Job, m: Delivery<ParsedJobMessage>): DeadJob {
+  function deadJobOf(job: AnyJob, m: Delivery<ParsedJobMessage>): DeadJob {
     const msg = m.message!;
     const heard = attempts.get(job.job_id);
     const last = msg.history[msg.history.length - 1];

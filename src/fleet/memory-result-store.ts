@@ -3,7 +3,7 @@
  * test: the same semantics as `S3ResultStore` (test/fleet/result-store-conformance runs against
  * both), including first-writer-wins puts and paged listing in key order.
  */
-import { artifactKey, errorMarkerOfKey, fleetNames, jobIdOfKey, parseLedger, parseManifest, type ErrorMarker, type FleetNames, type Manifest, type QueueLedger } from './protocol.js';
+import { artifactKey, errorMarkerOfKey, fleetNames, jobIdOfKey, parseLedger, parseManifest, type ErrorMarker, type AnyManifest, type FleetNames, type QueueLedger } from './protocol.js';
 import type { PutOutcome, ResultStore } from './types.js';
 
 /** A bucket's objects by key (one map stands in for one S3 bucket). */
@@ -93,13 +93,26 @@ export class MemoryResultStore implements ResultStore {
     this.bucket.objects.delete(this.names.errorKey(kind, jobId));
   }
 
-  async putManifest(manifest: Manifest): Promise<PutOutcome> {
+  async putManifest(manifest: AnyManifest): Promise<PutOutcome> {
     return this.bucket.putIfAbsent(this.names.manifestKey, JSON.stringify(manifest));
   }
 
-  async getManifest(): Promise<Manifest | undefined> {
+  async getManifest(): Promise<AnyManifest | undefined> {
     const b = this.bucket.objects.get(this.names.manifestKey);
     return b ? parseManifest(Buffer.from(b).toString('utf8'), this.fleetId) : undefined;
+  }
+
+  async putInput(jobId: string, body: Uint8Array): Promise<PutOutcome> {
+    return this.bucket.putIfAbsent(this.names.inputKey(jobId), body);
+  }
+
+  async getInput(jobId: string): Promise<Uint8Array | undefined> {
+    return this.bucket.objects.get(this.names.inputKey(jobId));
+  }
+
+  async listInputIds(): Promise<Set<string>> {
+    const prefix = this.names.inputPrefix;
+    return new Set(this.bucket.keys(prefix).map((k) => /^([A-Za-z0-9._-]+)\.eval$/.exec(k.slice(prefix.length))?.[1]).filter((id): id is string => id !== undefined));
   }
 
   async putArtifact(sha: string, body: Uint8Array): Promise<PutOutcome> {

@@ -15,7 +15,7 @@ import { evalLogFileName } from '../log/eval-writer.js';
 import { finalStatus } from '../log/final-status.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalLog, EvalPlan, EvalSampleSummary, EvalSpec, EvalStatus } from '../log/types.js';
-import type { Job, Manifest } from './protocol.js';
+import type { AnyJob, Job, Manifest } from './protocol.js';
 import type { ResultStore } from './types.js';
 
 /** Results downloaded ahead of the one being added. */
@@ -33,7 +33,10 @@ export interface MergedRow {
 }
 
 export interface MergeOutcome {
+  /** The merged log (a monitor fleet: the first of `paths`). */
   path: string;
+  /** Every log written (a monitor fleet writes one per input). */
+  paths?: string[];
   status: EvalStatus;
   header: EvalLog;
   rows: MergedRow[];
@@ -120,7 +123,7 @@ export async function mergeFleetResults(o: {
   return { path, status: merged.header.status, header: merged.header, rows, missing };
 }
 
-function rowOf(job: Job, summary: EvalSampleSummary): MergedRow {
+export function rowOf(job: AnyJob, summary: EvalSampleSummary): MergedRow {
   const score = summary.scores?.linux_scorer?.value as Record<string, string> | undefined;
   const meta = summary.metadata as { fleet_dead?: boolean; attempts?: number; workers?: string[] } | undefined;
   return {

@@ -11,7 +11,7 @@ import { finalStatus } from '../log/final-status.js';
 import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalPlan, EvalSample, EvalSpec } from '../log/types.js';
-import type { Job, Manifest } from './protocol.js';
+import type { AnyJob, Manifest } from './protocol.js';
 
 /** The log header of a fleet run, from its manifest (the merged log's, and each one-sample log's). */
 export function fleetLogHeader(m: Manifest, version: string): { spec: EvalSpec; plan: EvalPlan } {
@@ -61,7 +61,7 @@ export async function oneSampleLog(sample: EvalSample, header: { spec: EvalSpec;
 
 /** What the controller knows of a job SQS dead-lettered. */
 export interface DeadJob {
-  job: Job;
+  job: AnyJob;
   /** The last error a worker reported. */
   error: string;
   attempts: number;
@@ -82,10 +82,7 @@ export function deadJobSample(d: DeadJob): EvalSample {
     messages: [],
     output: { model: 'none', choices: [], completion: '' },
     metadata: {
-      environment: d.job.env,
-      setting: d.job.setting,
-      main_task: d.job.main_task,
-      side_task: d.job.side_task ?? null,
+      ...('setting' in d.job ? { environment: d.job.env, setting: d.job.setting, main_task: d.job.main_task, side_task: d.job.side_task ?? null } : {}),
       fleet_job_id: d.job.job_id,
       fleet_dead: true,
       attempts: d.attempts,

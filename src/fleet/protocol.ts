@@ -10,6 +10,7 @@
  *          {fleet_id}/queue-ledger.json        what the controllers queued (generations), see below
  *          {fleet_id}/{job_id}.eval            one job's result (a one-sample Inspect log)
  *          {fleet_id}/errors/{kind}/{job_id}.json  a result that is an error (a rerun retries these)
+ *          {fleet_id}/inputs/{job_id}.eval     a monitor fleet's job input (the sample to rate)
  *          {fleet_id}/logs/{worker}-*.log      worker logs
  *          artifacts/{sha}.tar.gz              the code workers run (a git SHA), or an
  *                                              --extra-src tree (the sha256 of its archive)
@@ -36,6 +37,24 @@ export const jobSchema = z.object({
   epoch: z.number().int().min(1),
 });
 export type Job = z.infer<typeof jobSchema>;
+
+/**
+ * One sample-epoch of an existing log that a monitor fleet rates (`kind: 'monitor'`): the
+ * sample `sample_id`/`epoch` of the manifest's input `input`, stored in the bucket as a
+ * one-sample log at `{fleet_id}/inputs/{job_id}.eval`.
+ */
+export const monitorJobSchema = z.object({
+  job_id: jobSchema.shape.job_id,
+  sample_id: z.string().min(1),
+  epoch: z.number().int().min(1),
+  /** Index of the log the sample comes from in the manifest's `inputs`. */
+  input: z.number().int().min(0),
+});
+export type MonitorJob = z.infer<typeof monitorJobSchema>;
+
+/** A job of either kind of fleet, as a queue message carries it (the manifest says which kind). */
+export const anyJobSchema = z.union([jobSchema, monitorJobSchema]);
+export type AnyJob = Job | MonitorJob;
 
 /** A full git commit (or tree) hash. */
 const GIT_SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
@@ -68,6 +87,8 @@ export const manifestExtraSrcSchema = z.object({
 /** Everything a worker needs besides the job itself; written once per fleet. */
 export const manifestSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
+  /** What the fleet's jobs are: samples to run (`eval`, the default) or see `monitorManifestSchema`. */
+  kind: z.literal('eval').optional(),
   fleet_id: z.string().min(1),
   created: z.string(),
   /** The run's task name (the task set, or the environments) and the log's eval spec inputs. */
@@ -102,6 +123,59 @@ export const manifestSchema = z.object({
 });
 export type Manifest = z.infer<typeof manifestSchema>;
 
+/** One log a monitor fleet rates, as the controller found it. */
+export const monitorInputSchema = z.object({
+  /** The file name: the monitored copy gets the same one in the log dir. */
+  name: z.string().min(1),
+  /** The file on the controller's machine (recorded in the copy's header). */
+  path: z.string().min(1),
+  /** sha256 of the file's bytes. */
+  sha256: z.string().regex(SHA256),
+});
+export type MonitorInput = z.infer<typeof monitorInputSchema>;
+
+/**
+ * A monitor pass on the fleet (`ct run monitor --fleet`): each job rates one sample of an
+ * existing log with a trusted model. No settings, no sandbox: a worker reads the job's input
+ * sample from the bucket, monitors it and stores the monitored one-sample log as its result.
+ * Everything else (queues, ledger, attempts, results, done messages) is an eval fleet's.
+ */
+export const monitorManifestSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  kind: z.literal('monitor'),
+  fleet_id: z.string().min(1),
+  created: z.string(),
+  monitor: z.object({
+    /** A built-in monitor or `module:export` (loaded from the working directory and `extra_src`). */
+    name: z.string().min(1),
+    /** The `-p` arguments as given to the controller (recorded in the copies' headers). */
+    args: z.record(z.string(), z.string()),
+    /**
+     * Files arguments name (a prompt), shipped by content: a worker writes each to a folder of
+     * its own and passes that path as the argument instead.
+     */
+    files: z.array(z.object({ arg: z.string().min(1), name: z.string().min(1), content: z.string() })).default([]),
+    /** The model the monitor calls (`provider/model`), as the controller resolved it. */
+    model: z.string().optional(),
+  }),
+  inputs: z.array(monitorInputSchema).min(1),
+  /** Samples a worker monitors at once. */
+  samples_per_worker: z.number().int().min(1),
+  max_attempts: z.number().int().min(1).default(3),
+  code: manifestSchema.shape.code,
+  extra_src: z.array(manifestExtraSrcSchema).default([]),
+  jobs: z.array(monitorJobSchema).min(1),
+});
+export type MonitorManifest = z.infer<typeof monitorManifestSchema>;
+
+/** The manifest of a fleet of either kind. */
+export type AnyManifest = Manifest | MonitorManifest;
+
+/** Whether `m` is a monitor fleet's manifest. */
+export function isMonitorManifest(m: AnyManifest): m is MonitorManifest {
+  return m.kind === 'monitor';
+}
+
 /** Fails with both versions named when `raw` came from another protocol version. */
 function checkVersion(raw: unknown, what: string): void {
   const v = raw && typeof raw === 'object' ? (raw as { version?: unknown }).version : undefined;
@@ -114,7 +188,7 @@ function checkVersion(raw: unknown, what: string): void {
 }
 
 /** Parses a manifest's JSON; a ConfigError naming both versions when another protocol wrote it, or naming the bad field. */
-export function parseManifest(json: string, fleetId: string): Manifest {
+export function parseManifest(json: string, fleetId: string): AnyManifest {
   let raw: unknown;
   try {
     raw = JSON.parse(json);
@@ -122,7 +196,8 @@ export function parseManifest(json: string, fleetId: string): Manifest {
     throw new ConfigError(`the manifest of fleet ${fleetId} is not JSON (${(e as Error).message})`);
   }
   checkVersion(raw, `the manifest of fleet ${fleetId}`);
-  const r = manifestSchema.safeParse(raw);
+  const schema = (raw as { kind?: unknown }).kind === 'monitor' ? monitorManifestSchema : manifestSchema;
+  const r = schema.safeParse(raw);
   if (!r.success) throw new ConfigError(`the manifest of fleet ${fleetId} is invalid: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return r.data;
 }
@@ -168,7 +243,7 @@ export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
 export const jobMessageSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
   fleet_id: z.string().min(1),
-  job: jobSchema,
+  job: anyJobSchema,
   /** The controller's enqueue generation this message belongs to (see `QueueLedger`). */
   ticket: z.number().int().min(1),
   /** Attempts spent by earlier messages of this job (failed or died; hand-backs are not attempts). */
@@ -276,6 +351,9 @@ export interface FleetNames {
   errorKey(kind: ErrorMarker['kind'], jobId: string): string;
   resultKey(jobId: string): string;
   resultPrefix: string;
+  /** A monitor fleet's input sample of a job (a one-sample log the controller uploads). */
+  inputKey(jobId: string): string;
+  inputPrefix: string;
   logPrefix: string;
   logKey(worker: string, name: string): string;
 }
@@ -300,6 +378,8 @@ export function fleetNames(fleetId: string, queuePrefix: string): FleetNames {
     errorKey: (kind, jobId) => `${fleetId}/errors/${kind}/${jobId}.json`,
     resultPrefix: `${fleetId}/`,
     resultKey: (jobId) => `${fleetId}/${jobId}.eval`,
+    inputPrefix: `${fleetId}/inputs/`,
+    inputKey: (jobId) => `${fleetId}/inputs/${jobId}.eval`,
     logPrefix: `${fleetId}/logs/`,
     logKey: (worker, name) => `${fleetId}/logs/${worker}-${name}`,
   };

@@ -4,7 +4,7 @@
  * when the controller dies between any two of its steps.
  */
 import type { FleetEventsLog } from './events-log.js';
-import { PROTOCOL_VERSION, type ErrorMarker, type Job, type Manifest, type QueueLedger } from './protocol.js';
+import { PROTOCOL_VERSION, type AnyJob, type AnyManifest, type ErrorMarker, type QueueLedger } from './protocol.js';
 import { DEFAULT_RETENTION_SECONDS } from './sqs-job-queue.js';
 import type { JobQueue, ResultStore } from './types.js';
 
@@ -17,7 +17,7 @@ const LEDGER_TRUST_MS = (DEFAULT_RETENTION_SECONDS - 86_400) * 1000;
 export interface QueueUnfinishedOptions {
   store: ResultStore;
   queue: JobQueue;
-  manifest: Manifest;
+  manifest: AnyManifest;
   /** Jobs with a result (the ones being retried excluded only later: they still count as finished here). */
   done: ReadonlySet<string>;
   /** Error results to queue again (their results and markers are removed first). */
@@ -55,7 +55,7 @@ const jobsById = new Map(manifest.jobs.map((j) => [j.job_id, j]));
   }
   const generation = (ledger?.generation ?? 0) + 1;
   const retried = retry.map((r) => jobsById.get(r.jobId)!);
-  const toSend: Job[] = [...(trusted ? [] : unfinished), ...retried];
+  const toSend: AnyJob[] = [...(trusted ? [] : unfinished), ...retried];
   if (toSend.length === 0) return 0;
   const next: QueueLedger = {
     version: PROTOCOL_VERSION,

@@ -6,7 +6,7 @@
  */
 import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { awsErrorName, cloudError } from '../errors.js';
-import { artifactKey, errorMarkerOfKey, fleetNames, jobIdOfKey, parseLedger, parseManifest, type ErrorMarker, type FleetNames, type Manifest, type QueueLedger } from './protocol.js';
+import { artifactKey, errorMarkerOfKey, fleetNames, jobIdOfKey, parseLedger, parseManifest, type ErrorMarker, type AnyManifest, type FleetNames, type QueueLedger } from './protocol.js';
 import type { PutOutcome, ResultStore } from './types.js';
 
 /** Server-side encryption for every object (S3-managed keys: no KMS permissions needed). */
@@ -120,13 +120,37 @@ export class S3ResultStore implements ResultStore {
     await this.remove(this.names.errorKey(kind, jobId));
   }
 
-  putManifest(manifest: Manifest): Promise<PutOutcome> {
+  putManifest(manifest: AnyManifest): Promise<PutOutcome> {
     return this.putIfAbsent(this.names.manifestKey, JSON.stringify(manifest), 'application/json');
   }
 
-  async getManifest(): Promise<Manifest | undefined> {
+  async getManifest(): Promise<AnyManifest | undefined> {
     const bytes = await this.get(this.names.manifestKey);
     return bytes ? parseManifest(Buffer.from(bytes).toString('utf8'), this.fleetId) : undefined;
+  }
+
+  putInput(jobId: string, body: Uint8Array): Promise<PutOutcome> {
+    return this.putIfAbsent(this.names.inputKey(jobId), body, 'application/zip');
+  }
+
+  getInput(jobId: string): Promise<Uint8Array | undefined> {
+    return this.get(this.names.inputKey(jobId));
+  }
+
+  async listInputIds(): Promise<Set<string>> {
+    const ids = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const r = await this.call(`listing inputs of fleet ${this.fleetId}`, () =>
+        this.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.names.inputPrefix, MaxKeys: LIST_PAGE, ...(cursor ? { ContinuationToken: cursor } : {}) })),
+      );
+      for (const c of r.Contents ?? []) {
+        const m = c.Key ? /^([A-Za-z0-9._-]+)\.eval$/.exec(c.Key.slice(this.names.inputPrefix.length)) : null;
+        if (m) ids.add(m[1]!);
+      }
+      cursor = r.IsTruncated ? r.NextContinuationToken : undefined;
+    } while (cursor);
+    return ids;
   }
 
   async putArtifact(sha: string, body: Uint8Array): Promise<PutOutcome> {

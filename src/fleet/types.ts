@@ -28,7 +28,7 @@
  *
  * Delivery is at least once (SQS), results exactly once (conditional writes keyed by job id).
  */
-import type { DoneMessage, ErrorMarker, JobMessage, Manifest, ParsedJobMessage, QueueLedger } from './protocol.js';
+import type { AnyManifest, DoneMessage, ErrorMarker, JobMessage, ParsedJobMessage, QueueLedger } from './protocol.js';
 
 /**
  * A job's state as the controller sees it:
@@ -197,9 +197,14 @@ export interface ResultStore {
   listErrorMarkers(): Promise<Array<{ jobId: string; kind: ErrorMarker['kind'] }>>;
   deleteErrorMarker(jobId: string, kind: ErrorMarker['kind']): Promise<void>;
   /** Writes the manifest unless one is there (a resumed fleet keeps its first). */
-  putManifest(manifest: Manifest): Promise<PutOutcome>;
+  putManifest(manifest: AnyManifest): Promise<PutOutcome>;
   /** The fleet's manifest, or undefined; a ConfigError naming both versions when another protocol wrote it. */
-  getManifest(): Promise<Manifest | undefined>;
+  getManifest(): Promise<AnyManifest | undefined>;
+  /** Stores a monitor job's input sample unless one is there (`{fleet_id}/inputs/{job_id}.eval`). */
+  putInput(jobId: string, body: Uint8Array): Promise<PutOutcome>;
+  getInput(jobId: string): Promise<Uint8Array | undefined>;
+  /** Job ids whose input is stored. */
+  listInputIds(): Promise<Set<string>>;
   /** Uploads `artifacts/{sha}.tar.gz` unless present (a SHA's content never changes). */
   putArtifact(sha: string, body: Uint8Array): Promise<PutOutcome>;
   getArtifact(sha: string): Promise<Uint8Array | undefined>;

@@ -37,28 +37,21 @@
  *   visible or in flight.
  */
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config/config.js';
 import { CloudError, ConfigError, errorMessage, type SampleEnd } from '../errors.js';
-import { readDotenvFile } from '../config/dotenv-file.js';
 import { RunSession } from '../eval/run-session.js';
-import { runSamplePool, type PoolItem } from '../eval/sample-pool.js';
 import type { EvalSample } from '../log/types.js';
-import { ModelRegistry } from '../models/model-registry.js';
-import { createRunPolicy } from '../control/protocols.js';
-import { SettingsCatalog } from '../tasks/environment-loader.js';
 import type { GitRunner } from '../tasks/git-runner.js';
-import type { Sample } from '../tasks/types.js';
-import { fleetLogHeader, oneSampleLog } from './one-sample-log.js';
-import { fetchPinnedSettings, settingsCacheDir } from './settings-fetch.js';
+import { evalJobHandler } from './eval-job-handler.js';
 import { JobSource } from './job-source.js';
+import type { JobHandler, JobItem } from './job-handler.js';
 import { Lease } from './lease.js';
-import { JobMessages, firstLine, type MessageCounts } from './job-messages.js';
-import { ticketIsCurrent, type Job, type Manifest, type ParsedJobMessage } from './protocol.js';
+import { JobMessages, type MessageCounts } from './job-messages.js';
+import { isMonitorManifest, ticketIsCurrent, type AnyManifest, type Manifest, type ParsedJobMessage } from './protocol.js';
 import type { Delivery, JobQueue, ResultStore } from './types.js';
 
 export interface WorkerOptions {
@@ -118,16 +111,6 @@ export interface WorkerResult {
 
 const execFileAsync = promisify(execFile);
 
-
-interface JobItem extends PoolItem {
-  job: Job;
-  delivery: Delivery<ParsedJobMessage>;
-  startedAt: number;
-  lease: Lease;
-  /** Queued again as a fresh message (spot interruption): its result is not kept. */
-  requeued?: boolean;
-}
-
 /** Runs jobs of one fleet until the work is done or the worker is stopped. */
 export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const { queue, store, config } = o;
@@ -140,34 +123,32 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     o.log(`the queues of fleet ${manifest.fleet_id} are gone (the controller finished the fleet); nothing to do`);
     return { stopped: 'fleet-gone', exitCode: 0, jobs: counts };
   }
-  // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
-  const cacheDir = settingsCacheDir(config);
-  const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
   const extraRoots = await unpackExtraSrc(store, manifest, o.log);
-  if (manifest.sandbox.worker_setup) {
-    await runWorkerSetup(extraRoots.dir, manifest.sandbox.worker_setup.path, config.fleet.worker_setup_env, o.log);
-    applySetupEnv(config.fleet.worker_setup_env, o.log);
-  }
   const importRoots = [o.cwd, ...extraRoots.roots];
-  const policy = await createRunPolicy(manifest.policy, manifest.protocol, {
-    models: new ModelRegistry(config.models),
-    cwd: o.cwd,
-    importRoots,
-  });
+  let handler: JobHandler<unknown>;
+  try {
+    handler = (await handlerFor(manifest, o, extraRoots.dir, importRoots)) as JobHandler<unknown>;
+  } catch (e) {
+    await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
+    throw e;
+  }
   const concurrency = o.concurrency ?? manifest.samples_per_worker;
   const maxAttempts = manifest.max_attempts;
-  const session = await RunSession.open({ config, sandbox: manifest.sandbox.spec, importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
+  const session = await RunSession.open({ config, ...(handler.sandbox ? { sandbox: handler.sandbox } : {}), importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
-  const header = fleetLogHeader(manifest, o.version);
-  const runningItems = new Set<JobItem>();
+  type Item = JobItem<unknown>;
+  const runningItems = new Set<Item>();
   let preempted = false;
   const removeHook = session.onForcedStop(() => messages.releaseAll());
-  o.log(`worker ${o.workerName} (pid ${process.pid}): fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once, sandbox run ${session.runId}`);
+  o.log(
+    `worker ${o.workerName} (pid ${process.pid}): ${isMonitorManifest(manifest) ? 'monitor ' : ''}fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once` +
+      (handler.sandbox ? `, sandbox run ${session.runId}` : ''),
+  );
 
   const seconds = (item: { startedAt: number }) => Math.round((Date.now() - item.startedAt) / 100) / 10;
 
   /** A received message turned into a sample to run, or handled here (unreadable, superseded, already done, dead, cannot resolve). */
-  const take = async (d: Delivery<ParsedJobMessage>): Promise<JobItem | undefined> => {
+  const take = async (d: Delivery<ParsedJobMessage>): Promise<Item | undefined> => {
     messages.hold(d);
     const startedAt = Date.now();
     const problem = d.problem ?? (d.message && d.message.fleet_id !== manifest.fleet_id ? `a job of fleet ${d.message.fleet_id}, not ${manifest.fleet_id}` : undefined);
@@ -215,10 +196,10 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       return undefined;
     }
     try {
-      const sample = resolveSample(catalog, job);
-      o.log(`job ${job.job_id} started: ${job.sample_id} epoch ${job.epoch} (attempt ${attempt} of ${maxAttempts})`);
+      const work = await handler.resolve(job);
+      o.log(`job ${job.job_id} started: ${handler.describe(job)} (attempt ${attempt} of ${maxAttempts})`);
       const lease = new Lease({ queue, receiptHandle: d.receiptHandle, jobId: job.job_id, visibilitySeconds: config.fleet.visibility_timeout, capSeconds: config.fleet.heartbeat_cap, log: o.log }).start();
-      return { sample, epoch: job.epoch, job, delivery: d, startedAt, lease };
+      return { ...(work as object), job, delivery: d, startedAt, lease } as Item;
     } catch (e) {
       await messages.failAttempt(d, errorMessage(e), seconds({ startedAt }));
       return undefined;
@@ -226,7 +207,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   };
 
   /** A finished sample: stored and reported, or (no result this attempt) offered again. */
-  const finish = async (item: JobItem, result: EvalSample, end: SampleEnd, reason?: string): Promise<void> => {
+  const finish = async (item: Item, result: EvalSample, end: SampleEnd, reason?: string): Promise<void> => {
     const { job, delivery: d } = item;
     item.lease.stop();
     if (item.requeued) return;
@@ -239,14 +220,15 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
         await messages.failAttempt(d, reason ?? result.error?.message ?? 'the attempt produced no result', seconds(item));
         return;
       }
-      const put = await store.putResult(job.job_id, await oneSampleLog(result, header));
+      const put = await store.putResult(job.job_id, await handler.resultLog(item, result));
       // An error result is marked, so a rerun finds what to retry without reading every result.
-      if (put.stored && result.error) await store.putErrorMarker({ job_id: job.job_id, kind: 'sample', error: firstLine(result.error.message) });
+      const error = handler.errorOf(result);
+      if (put.stored && error !== undefined) await store.putErrorMarker({ job_id: job.job_id, kind: 'sample', error });
       await messages.report({ job_id: job.job_id, status: 'ok', attempt: messages.attemptOf(d), seconds: seconds(item) });
       await messages.remove(d);
       counts.ok++;
       if (!put.stored) o.log(`job ${job.job_id}: another worker stored its result first; this attempt's result was not kept`);
-      else o.log(`job ${job.job_id} ok in ${seconds(item)}s${result.error ? ` (sample error: ${firstLine(result.error.message)})` : ''}`);
+      else o.log(`job ${job.job_id} ok in ${seconds(item)}s${error !== undefined ? ` (sample error: ${error})` : ''}`);
     } catch (e) {
       // Not stored or not reported: the message stays and is offered again when its visibility passes.
       o.log(`job ${job.job_id}: could not store or report its result (it will be offered again): ${errorMessage(e)}`);
@@ -291,7 +273,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   };
   o.parentGone?.addEventListener('abort', parentGone, { once: true });
 
-  const source = new JobSource<JobItem>({
+  const source = new JobSource<Item>({
     queue,
     concurrency,
     running: () => runningItems.size,
@@ -304,14 +286,10 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     log: o.log,
   });
   try {
-    await runSamplePool<JobItem>({
+    await handler.run({
       work: source,
-      maxSamples: concurrency,
-      provider: session.provider,
-      policy,
-      sampleOptions: manifest.sample_options,
-      signal: session.signal,
-      prepareEnvironment: (item) => session.prepareEnvironment({ name: item.sample.env.id, composeFile: item.sample.env.composeFile }),
+      concurrency,
+      session,
       onStart: (item) => runningItems.add(item),
       onResult: async (item, sample, end, reason) => {
         try {
@@ -327,6 +305,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     o.parentGone?.removeEventListener('abort', parentGone);
     removeHook();
     await session.close();
+    await handler.close?.().catch(() => {});
     await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
   }
   let stop: WorkerStop = source.end === 'fleet-gone' ? 'fleet-gone' : 'done';
@@ -343,7 +322,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
  * The manifest's extra-src trees, downloaded and unpacked as `<dir>/<name>/` (each an import root
  * for `module:export` policies and sandboxes, like PYTHONPATH=DIR).
  */
-async function unpackExtraSrc(store: ResultStore, manifest: Manifest, log: (line: string) => void): Promise<{ dir: string; roots: string[] }> {
+async function unpackExtraSrc(store: ResultStore, manifest: AnyManifest, log: (line: string) => void): Promise<{ dir: string; roots: string[] }> {
   const dir = await mkdtemp(join(tmpdir(), 'ct-extra-src-'));
   const roots: string[] = [];
   for (const x of manifest.extra_src) {
@@ -363,43 +342,15 @@ async function unpackExtraSrc(store: ResultStore, manifest: Manifest, log: (line
 }
 
 /**
- * `--worker-setup`: the script inside an extra-src tree, run once before any job is taken, from
- * the folder the trees are unpacked in. It finds the file to leave variables in (`envFile`,
- * fleet.worker_setup_env) in $CT_FLEET_WORKER_SETUP_ENV, whatever set it (the default, the
- * config file, the variable), so one script works on EC2 workers and on any other machine.
- */
-async function runWorkerSetup(dir: string, path: string, envFile: string, log: (line: string) => void): Promise<void> {
-  log(`running worker setup ${path}`);
-  try {
-    const r = await execFileAsync('sh', [join(dir, path)], { cwd: dir, env: { ...process.env, CT_FLEET_WORKER_SETUP_ENV: envFile }, maxBuffer: 16 * 1024 * 1024 });
-    if (r.stdout.trim()) log(r.stdout.trim().split('\n').slice(-5).join('\n'));
-  } catch (e) {
-    throw new ConfigError(`worker setup ${path} failed: ${errorMessage(e).split('\n').slice(-5).join('\n')}`);
-  }
-}
-
-/**
- * The variables a setup script left in `file` (NAME=value lines), for the sandbox: set in this
- * process's environment, which providers and their tools inherit; a variable already set wins.
- */
-function applySetupEnv(file: string, log: (line: string) => void): void {
-  if (!existsSync(file)) return;
-  const vars = readDotenvFile(file);
-  const set = Object.keys(vars).filter((k) => process.env[k] === undefined);
-  for (const k of set) process.env[k] = vars[k];
-  log(`worker setup environment from ${file}: ${set.join(', ') || 'nothing new'}`);
-}
-
-/**
  * The fleet's manifest, and (when its work queue does not exist yet) a wait for it: up to
  * `waitForFleetSeconds` for a worker its controller started ahead of the setup, polling every
  * 250 ms; stopped early when the controller is gone.
  */
-async function waitForFleet(o: WorkerOptions): Promise<Manifest | undefined> {
+async function waitForFleet(o: WorkerOptions): Promise<AnyManifest | undefined> {
   const deadline = Date.now() + (o.waitForFleetSeconds ?? 0) * 1000;
   for (;;) {
     const waiting = Date.now() < deadline && !o.parentGone?.aborted;
-    let manifest: Manifest | undefined;
+    let manifest: AnyManifest | undefined;
     try {
       manifest = await o.store.getManifest();
     } catch (e) {
@@ -411,18 +362,13 @@ async function waitForFleet(o: WorkerOptions): Promise<Manifest | undefined> {
   }
 }
 
-/** The job's sample from the settings the manifest pins. */
-function resolveSample(catalog: SettingsCatalog, job: Job): Sample {
-  const env = catalog.resolve(`${job.setting}:${job.env}`);
-  const main = env.mainTasks.get(job.main_task);
-  const side = job.side_task ? env.sideTasks.get(job.side_task) : undefined;
-  if (!main || (job.side_task && !side)) {
-    throw new ConfigError(`job ${job.job_id}: ${job.setting}:${job.env} has no ${!main ? `main task ${job.main_task}` : `side task ${job.side_task}`} here`);
+/** The handler of the manifest's kind of jobs, prepared (an eval fleet's settings, worker setup and policy). */
+async function handlerFor(manifest: AnyManifest, o: WorkerOptions, extraSrcDir: string, importRoots: string[]): Promise<JobHandler<unknown>> {
+  if (isMonitorManifest(manifest)) {
+    const { monitorJobHandler } = await import('../control/monitor-job-handler.js');
+    return (await monitorJobHandler({ manifest, store: o.store, config: o.config, cwd: o.cwd, importRoots, log: o.log })) as JobHandler<unknown>;
   }
-  const sample: Sample = { id: [env.id, main.id, ...(side ? [side.id] : [])].join(':'), env, mainTask: main, ...(side ? { sideTask: side } : {}) };
-  if (sample.id !== job.sample_id) throw new ConfigError(`job ${job.job_id} names sample ${job.sample_id}, but its env and tasks make ${sample.id}`);
-  return sample;
+  return (await evalJobHandler({ manifest, config: o.config, version: o.version, cwd: o.cwd, git: o.git, extraSrcDir, importRoots, log: o.log })) as JobHandler<unknown>;
 }
-
 
 export type { Manifest };

@@ -35,8 +35,11 @@ export interface MergeEvalLogsOptions {
    * in `inputs`; returning false leaves the sample out. For callers that check or tally samples.
    */
   onSample?: (summary: EvalSampleSummary, inputIndex: number) => boolean | void;
-  /** Decides the status and error once every sample is in (overrides `status` and `error`). */
-  outcome?: () => { status: FinishOptions['status']; error?: EvalError };
+  /**
+   * Decides the status and error once every sample is in (overrides `status` and `error`), and
+   * optionally the results (default: computed from the samples' scores).
+   */
+  outcome?: () => { status: FinishOptions['status']; error?: EvalError } & Pick<FinishOptions, 'results' | 'reductions' | 'invalidated'>;
   stats: FinishOptions['stats'];
   /** Samples planned, for the results (default: the samples merged). */
   totalSamples?: number;
@@ -89,12 +92,13 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
     await writer.close().catch(() => undefined);
     throw err;
   }
-  const { status, error } = o.outcome ? o.outcome() : { status: o.status, error: o.error };
+  const { status, error, ...rest } = o.outcome ? o.outcome() : { status: o.status, error: o.error };
   const header = await writer.finish({
     status,
     stats: o.stats,
     totalSamples: o.totalSamples ?? writer.samples,
     ...(error && { error }),
+    ...rest,
   });
   return { path: writer.path, header, samples: writer.samples, duplicates };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { CloudError, ConfigError } from '../../src/errors.js';
-import { PROTOCOL_VERSION, type DoneMessage, type JobMessage, type Manifest, type QueueLedger } from '../../src/fleet/protocol.js';
+import { PROTOCOL_VERSION, type DoneMessage, type Job, type JobMessage, type Manifest, type QueueLedger } from '../../src/fleet/protocol.js';
 import type { JobQueue, QueueSettings, ResultStore } from '../../src/fleet/types.js';
 
 /** One backend pair (a JobQueue and a ResultStore) and raw access to what it stores. */
@@ -47,7 +47,7 @@ function manifest(fleetId: string): Manifest {
     settings: [{ name: 'example', repo: 'https://example.invalid/example.git', commit: 'a'.repeat(40) }],
     extra_src: [],
     sandbox: { spec: 'docker' },
-    jobs: [job(fleetId, 1).job],
+    jobs: [job(fleetId, 1).job as Job],
   };
 }
 

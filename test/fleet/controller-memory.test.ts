@@ -83,7 +83,7 @@ function scriptedLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Ma
               await queue.delete(d.receiptHandle);
               continue;
             }
-            await store.putResult(job.job_id, await oneSampleLog(sample(job), header));
+            await store.putResult(job.job_id, await oneSampleLog(sample(job as Job), header));
             await queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, job_id: job.job_id, status: 'ok', attempt: d.receiveCount, worker: name, seconds: 0 });
             await queue.delete(d.receiptHandle);
           }
