@@ -1,4 +1,5 @@
-import { ConfigError, errorMessage } from '../errors.js';
+import { ConfigError } from '../errors.js';
+import { definitionFromExport, type PluginKind } from '../host/user-definition.js';
 import { loadUserExport } from '../host/user-module.js';
 import { isExternalPolicySpec } from '../policies/external-policy.js';
 import { checkedArgs } from '../policies/registry.js';
@@ -31,42 +32,17 @@ export async function createMonitor(spec: string, args: Record<string, string>, 
   return def.create(withDefaults, { models: env.models, calls: env.calls, cwd: env.cwd });
 }
 
-function asDefinition(value: unknown, spec: string): MonitorDefinition {
-  const v = value as Partial<MonitorDefinition & Monitor> | undefined;
-  if (v && typeof v === 'object' && typeof v.create === 'function') {
-    return {
-      name: typeof v.name === 'string' ? v.name : spec,
-      description: typeof v.description === 'string' ? v.description : `from ${spec}`,
-      args: v.args ?? {},
-      // Without declared args, any -p arguments are passed through unchecked.
-      ...(v.args ? {} : { acceptsAnyArgs: true }),
-      create: (args, env) => build(() => v.create!.call(v, args, env), spec),
-    };
-  }
-  if (v && typeof v === 'object' && (typeof v.rateAction === 'function' || typeof v.rateTrajectory === 'function')) {
-    const monitor = checkMonitor(v, spec);
-    return { name: monitor.name, description: `from ${spec}`, args: {}, create: () => monitor };
-  }
-  if (typeof value === 'function') {
-    const factory = value as (args: Record<string, string>, env: MonitorEnvironment) => unknown;
-    return { name: factory.name || spec, description: `from ${spec}`, args: {}, acceptsAnyArgs: true, create: (args, env) => build(() => factory(args, env), spec) };
-  }
-  throw new ConfigError(
-    `--monitor ${spec}: the export is ${value === null ? 'null' : typeof value}, not a monitor; export a MonitorDefinition ` +
-      '({name, args, create(args, env)}), a Monitor ({name, level, rateAction(view) or rateTrajectory(view)}) or a function (args, env) => Monitor',
-  );
-}
+const MONITOR_KIND: PluginKind<Monitor> = {
+  flag: '--monitor',
+  noun: 'monitor',
+  shapes:
+    'a MonitorDefinition ({name, args, create(args, env)}), a Monitor ({name, level, rateAction(view) or rateTrajectory(view)}) or a function (args, env) => Monitor',
+  isInstance: (v) => typeof (v as Partial<Monitor>).rateAction === 'function' || typeof (v as Partial<Monitor>).rateTrajectory === 'function',
+  check: checkMonitor,
+};
 
-/** Runs the user's create/factory; what goes wrong there is bad input to this pass, not a crash of ct. */
-async function build(create: () => unknown, spec: string): Promise<Monitor> {
-  let made: unknown;
-  try {
-    made = await create();
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(`--monitor ${spec}: creating the monitor failed: ${errorMessage(e)}`, { cause: e });
-  }
-  return checkMonitor(made, spec);
+function asDefinition(value: unknown, spec: string): MonitorDefinition {
+  return definitionFromExport<Monitor, MonitorEnvironment>(value, spec, MONITOR_KIND) as MonitorDefinition;
 }
 
 function checkMonitor(m: unknown, spec: string): Monitor {

@@ -1,4 +1,5 @@
-import { ConfigError, errorMessage } from '../errors.js';
+import { ConfigError } from '../errors.js';
+import { definitionFromExport, type PluginKind } from '../host/user-definition.js';
 import { MODULE_EXTENSIONS, loadUserExport } from '../host/user-module.js';
 import type { Policy, PolicyDefinition, PolicyEnvironment } from './types.js';
 
@@ -26,48 +27,16 @@ export async function loadExternalPolicy(spec: string, options: PolicyModuleOpti
   return asDefinition(await loadUserExport(spec, { roots: options.roots, flag: '--policy' }), spec);
 }
 
-function asDefinition(value: unknown, spec: string): PolicyDefinition {
-  const v = value as Partial<PolicyDefinition & Policy> | undefined;
-  if (v && typeof v === 'object' && typeof v.create === 'function') {
-    return {
-      name: typeof v.name === 'string' ? v.name : spec,
-      description: typeof v.description === 'string' ? v.description : `from ${spec}`,
-      args: v.args ?? {},
-      // Without declared args, any -p arguments are passed through unchecked.
-      ...(v.args ? {} : { acceptsAnyArgs: true }),
-      create: (args, env) => build(() => v.create!.call(v, args, env), spec),
-    };
-  }
-  if (v && typeof v === 'object' && typeof v.run === 'function') {
-    const policy = checkPolicy(v, spec);
-    return { name: policy.name, description: `from ${spec}`, args: {}, create: () => policy };
-  }
-  if (typeof value === 'function') {
-    const factory = value as (args: Record<string, string>, env: PolicyEnvironment) => unknown;
-    return {
-      name: factory.name || spec,
-      description: `from ${spec}`,
-      args: {},
-      acceptsAnyArgs: true,
-      create: (args, env) => build(() => factory(args, env), spec),
-    };
-  }
-  throw new ConfigError(
-    `--policy ${spec}: the export is ${value === null ? 'null' : typeof value}, not a policy; export a PolicyDefinition ` +
-      '({name, args, create(args, env)}), a Policy ({name, run(ctx)}) or a function (args, env) => Policy',
-  );
-}
+const POLICY_KIND: PluginKind<Policy> = {
+  flag: '--policy',
+  noun: 'policy',
+  shapes: 'a PolicyDefinition ({name, args, create(args, env)}), a Policy ({name, run(ctx)}) or a function (args, env) => Policy',
+  isInstance: (v) => typeof (v as Partial<Policy>).run === 'function',
+  check: checkPolicy,
+};
 
-/** Runs the user's create/factory; what goes wrong there is bad input to this run, not a crash of ct. */
-async function build(create: () => unknown, spec: string): Promise<Policy> {
-  let made: unknown;
-  try {
-    made = await create();
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(`--policy ${spec}: creating the policy failed: ${errorMessage(e)}`, { cause: e });
-  }
-  return checkPolicy(made, spec);
+function asDefinition(value: unknown, spec: string): PolicyDefinition {
+  return definitionFromExport<Policy, PolicyEnvironment>(value, spec, POLICY_KIND) as PolicyDefinition;
 }
 
 function checkPolicy(p: unknown, spec: string): Policy {
