@@ -7,11 +7,12 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAX_SUSPICION, SUSPICION_SCORE_KEY, TRAJECTORY_SUSPICION, maxSuspicionScore, type ActionScore } from '../../../src/control/scores.js';
+import { benchScaleSpec } from '../../../bench/scale-logs.js';
 import { EvalLogWriter } from '../../../src/log/eval-writer.js';
 import { shortUuid } from '../../../src/log/ids.js';
-import { LINUX_SCORER, linuxScorerSpec } from '../../../src/log/metrics.js';
+import { LINUX_SCORER } from '../../../src/log/metrics.js';
 import { isoTimestamp } from '../../../src/log/timestamps.js';
-import { EVAL_CONFIG_DEFAULTS, EvalSampleSchema, type EvalSample, type EvalSpec, type Score } from '../../../src/log/types.js';
+import { EvalSampleSchema, type EvalSample, type Score } from '../../../src/log/types.js';
 
 export interface ControlSample {
   /** Per-action suspicion scores (null: the monitor gave no readable score); omit for an unmonitored sample. */
@@ -78,35 +79,12 @@ export function controlSample(id: number, s: ControlSample): EvalSample {
   });
 }
 
-function spec(task: string, samples: number): EvalSpec {
-  return {
-    eval_id: shortUuid(),
-    run_id: shortUuid(),
-    created: isoTimestamp(),
-    task,
-    task_id: shortUuid(),
-    task_version: 0,
-    task_attribs: {},
-    task_args: {},
-    task_args_passed: {},
-    dataset: { name: task, samples, sample_ids: [], shuffled: false },
-    sandbox: { type: 'local' },
-    model: 'none/none',
-    model_generate_config: {},
-    model_args: {},
-    config: { ...EVAL_CONFIG_DEFAULTS, fail_on_error: false },
-    packages: { ct: '0.1.0' },
-    metadata: {},
-    scorers: [linuxScorerSpec()],
-  };
-}
-
 /** Writes one finished log of `samples` into `dir`; returns its path. */
 export async function writeControlLog(dir: string, name: string, samples: readonly ControlSample[]): Promise<string> {
   const writer = await EvalLogWriter.create({
     logDir: dir,
     fileName: `${name}.eval`,
-    spec: spec(name, samples.length),
+    spec: benchScaleSpec(name, samples.length),
     plan: { name: 'plan', steps: [{ solver: 'test', params: {}, params_passed: {} }], config: {} },
     checkpointSeconds: 600,
   });
