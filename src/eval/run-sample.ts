@@ -99,7 +99,7 @@ async function untilAborted<T>(work: Promise<T> | undefined, signal: AbortSignal
  * It never throws for a sample's own failures: they become `error` on the returned sample.
  */
 export async function runSample(args: RunSampleArgs): Promise<SampleOutcome> {
-  const { sample, epoch, provider, policy, options, signal } = args;
+  const { sample, epoch, provider, options, signal } = args;
   const t = new Transcript();
   const input = sample.mainTask.description;
   const metadata = sampleMetadata(sample);

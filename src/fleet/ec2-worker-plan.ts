@@ -5,7 +5,7 @@
  */
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
-import { ConfigError, awsErrorName, cloudError } from '../errors.js';
+import { awsErrorName, cloudError } from '../errors.js';
 import { checkInstanceType, resolveAmi } from '../cloud/ec2-instance.js';
 
 export interface InstanceSize {

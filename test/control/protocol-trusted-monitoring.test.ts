@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { onlyLog, runCt, runPython } from '../policies/helpers/run-ct.js';
 import { PROTOCOL_LOG_SCRIPT, isMonitorRequest, protocolEnv, protocolServer } from './helpers/protocol-run.js';
