@@ -70,8 +70,8 @@ export function registerSabotageEvalCommand(run: Command): void {
     .option('--out <dir>', 'the study directory', './logs/sabotage-eval')
     .option('--max-samples <n>', 'samples running at once in each eval', positiveInt)
     .option('--sandbox <kind>', 'sandbox for both evals (as ct run eval)')
-    .option('--fleet', 'run both evals on a fleet (as ct run eval --fleet; see --workers)')
-    .option('--ec2', 'run both evals on a fleet of EC2 workers')
+    .option('--fleet', 'run both evals and both monitor passes on a fleet (as ct run eval --fleet; see --workers)')
+    .option('--ec2', 'run both evals and monitor passes on a fleet of EC2 workers')
     .option('--workers <kind>', 'with --fleet: local:N, external or ec2')
     .option('--max-workers <n>', 'with --fleet: workers at most', positiveInt)
     .option('-y, --yes', 'with --fleet: start without asking')
@@ -108,15 +108,19 @@ async function sabotageEval(flags: SabotageFlags): Promise<number> {
   const runner = new PartRunner(flags.json ? 'stderr' : 'inherit');
   note(`${files.honestSamples} honest and ${files.attackSamples} attack sample(s) x ${flags.epochs} epoch(s); study in ${out}`);
 
-  const common = [
-    ...pairs('--model-role', flags.modelRole),
-    ...(flags.maxSamples ? ['--max-samples', String(flags.maxSamples)] : []),
-    ...(flags.sandbox ? ['--sandbox', flags.sandbox] : []),
+  // Both evals and both monitor passes run where --fleet/--ec2 say (a monitor fleet needs no sandbox).
+  const fleet = [
     ...(flags.fleet ? ['--fleet'] : []),
     ...(flags.ec2 ? ['--ec2'] : []),
     ...(flags.workers ? ['--workers', flags.workers] : []),
     ...(flags.maxWorkers ? ['--max-workers', String(flags.maxWorkers)] : []),
     ...(flags.yes ? ['-y'] : []),
+  ];
+  const common = [
+    ...pairs('--model-role', flags.modelRole),
+    ...(flags.maxSamples ? ['--max-samples', String(flags.maxSamples)] : []),
+    ...(flags.sandbox ? ['--sandbox', flags.sandbox] : []),
+    ...fleet,
   ];
   let failedSamples = false;
   for (const part of ['honest', 'attack'] as const) {
@@ -146,7 +150,7 @@ async function sabotageEval(flags: SabotageFlags): Promise<number> {
       note(`monitor over ${part}: done, ${dest}`);
       continue;
     }
-    const argv = ['run', 'monitor', ...inputs, '--monitor', flags.monitor, ...pairs('-p', flags.monitorArg), ...pairs('--model-role', flags.modelRole), '--log-dir', dest];
+    const argv = ['run', 'monitor', ...inputs, '--monitor', flags.monitor, ...pairs('-p', flags.monitorArg), ...pairs('--model-role', flags.modelRole), '--log-dir', dest, ...fleet];
     note(`monitor over ${part}: ct ${argv.join(' ')}`);
     const code = await runner.run(argv);
     if (code !== 0) return stopped(note, `monitor over ${part}`, code);
