@@ -156,7 +156,7 @@ export class ZipReader {
           return fail(new UnsafeArchiveError(`${this.path}: member ${name} expands past ${formatBytes(maxEntryBytes)} (archive.max_entry_bytes); refused`));
         }
         if (size > entry.uncompressedSize) {
-          return fail(new ZipFormatError(`${this.path}: member ${name} is corrupt: it expands past the ${entry.uncompressedSize} bytes its header declares`));
+          return fail(new UnsafeArchiveError(`${this.path}: member ${name} expands past the ${entry.uncompressedSize} bytes its header declares; refused`));
         }
         crc = crc32(c, crc);
         if (keep) chunks.push(c);
@@ -211,9 +211,10 @@ export async function withZipReader<T>(path: string, fn: (zip: ZipReader) => Pro
 
 /**
  * Entries read up front (lazily, one at a time); the file stays open until `close`. Strict names:
- * a backslash is refused, not read as `/`.
+ * a backslash is refused, not read as `/`. Sizes are checked by `inflate` as members stream (for
+ * every method, zstd included), so yauzl's own check is off.
  */
-const OPTIONS: yauzl.Options = { lazyEntries: true, autoClose: false, strictFileNames: true, validateEntrySizes: true };
+const OPTIONS: yauzl.Options = { lazyEntries: true, autoClose: false, strictFileNames: true, validateEntrySizes: false };
 
 /**
  * The central directory, checked as it is read: the count the end record declares and the
