@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
+import { loadConfig } from '../config/config.js';
 import { writeCharts } from '../control/metrics/charts.js';
 import { formatReport } from '../control/metrics/format.js';
 import { GAME_METRICS_DEFAULTS, type GameMetricsFlags } from '../control/metrics/options.js';
@@ -68,6 +69,8 @@ export function registerGameMetricsCommand(program: Command): void {
     .option('--out <dir>', 'write metrics.json and charts (SVG and PNG) into this directory')
     .addHelpText('after', HELP)
     .action(async (flags: Flags) => {
+      // Compiled for its archive caps: the logs read are held to them.
+      loadConfig({ cwd: process.cwd(), env: process.env });
       const { report, sets, options } = await gameMetrics(flags);
       if (flags.out) {
         await mkdir(flags.out, { recursive: true });

@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { bucketNameProblem } from '../cloud/bucket-name.js';
 import { ConfigError } from '../errors.js';
+import { DEFAULT_ARCHIVE_LIMITS, setArchiveLimits } from '../log/archive-limits.js';
 import { networkPoolProblem } from '../sandbox/docker/subnet-pool.js';
 import { readDotenvFile } from './dotenv-file.js';
 import { issueText } from './issue-text.js';
@@ -326,6 +327,20 @@ export const configSchema = z.object({
     })
     .prefault({}),
   /**
+   * Caps on every zip ct reads (logs, `.eval` trajectories, fleet results), checked on the central
+   * directory and again as members inflate; see docs/security.md (Archives).
+   */
+  archive: z
+    .object({
+      /** Members in one archive (default 100,000); CT_ARCHIVE_MAX_ENTRIES. */
+      max_entries: z.number().int().min(1).default(DEFAULT_ARCHIVE_LIMITS.maxEntries),
+      /** Uncompressed bytes of one member (default 512 MiB, V8's longest string); CT_ARCHIVE_MAX_ENTRY_BYTES. */
+      max_entry_bytes: z.number().int().min(1).default(DEFAULT_ARCHIVE_LIMITS.maxEntryBytes),
+      /** Uncompressed bytes of all members together (default 16 GiB); CT_ARCHIVE_MAX_TOTAL_BYTES. */
+      max_total_bytes: z.number().int().min(1).default(DEFAULT_ARCHIVE_LIMITS.maxTotalBytes),
+    })
+    .prefault({}),
+  /**
    * AWS_* variables from .env and the environment (profile, keys, region, endpoints), handed to
    * the AWS SDK by src/cloud/. Holds secrets: never print or log it.
    */
@@ -467,6 +482,9 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_MONITOR_CACHE_DIR: ['monitor.cache_dir', 'string'],
   CT_MONITOR_CACHE: ['monitor.cache', 'boolean'],
   CT_MONITOR_MAX_CONNECTIONS: ['monitor.max_connections', 'number'],
+  CT_ARCHIVE_MAX_ENTRIES: ['archive.max_entries', 'number'],
+  CT_ARCHIVE_MAX_ENTRY_BYTES: ['archive.max_entry_bytes', 'number'],
+  CT_ARCHIVE_MAX_TOTAL_BYTES: ['archive.max_total_bytes', 'number'],
   CT_UNTRUSTED_MODEL: ['models.aliases.untrusted', 'string'],
   CT_TRUSTED_MODEL: ['models.aliases.trusted', 'string'],
   ANTHROPIC_API_KEY: ['models.anthropic.api_key', 'string'],
@@ -549,6 +567,8 @@ export function loadConfig(sources: ConfigSources): Config {
   c.aws_env = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('AWS_') && !!e[1]));
   if (c.ssh.key) c.ssh.key = resolve(sources.cwd, c.ssh.key.replace(/^~(?=\/|$)/, homedir()));
   c.models.aliases = { ...DEFAULT_MODEL_ALIASES, ...c.models.aliases };
+  // Readers are opened deep inside every command; the caps reach them from here, once compiled.
+  setArchiveLimits({ maxEntries: c.archive.max_entries, maxEntryBytes: c.archive.max_entry_bytes, maxTotalBytes: c.archive.max_total_bytes });
   return c;
 }
 

@@ -7,6 +7,10 @@
  * log dir under the name every log gets (`evalLogFileName`, Inspect's `{created}_{task}_{id}`),
  * which the fleet fixes: its manifest's creation time and its task id. So a controller killed
  * while merging leaves no partial log in the log dir, and a resumed one replaces, never adds.
+ *
+ * A result that is not a readable log (damaged, over the archive caps, unsafe member names) is
+ * its job's failure, not the merge's: an error sample saying why takes its place, so the job
+ * counts as failed (and a rerun retries it) while the other jobs merge.
  */
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,6 +19,7 @@ import { evalLogFileName } from '../log/eval-writer.js';
 import { finalStatus } from '../log/final-status.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalLog, EvalPlan, EvalSampleSummary, EvalSpec, EvalStatus } from '../log/types.js';
+import { badResultSample, oneSampleLog } from './one-sample-log.js';
 import type { AnyJob, Job, Manifest } from './protocol.js';
 import type { ResultStore } from './types.js';
 
@@ -94,6 +99,11 @@ export async function mergeFleetResults(o: {
     totalSamples: jobs.length,
     stats,
     status: 'success',
+    onBadInput: async (error, index, source) => {
+      // The merge names a result it was given as bytes `input #N`; the sample names its job instead.
+      const reason = error.message.startsWith(`${source}: `) ? error.message.slice(source.length + 2) : error.message;
+      return Buffer.from(await oneSampleLog(badResultSample(inputJobs[index]!, reason), header));
+    },
     onSample: (summary, index) => {
       const job = inputJobs[index]!;
       // A result holds its job's sample only; anything else in it is not this run's.

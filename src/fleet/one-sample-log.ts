@@ -71,22 +71,33 @@ export interface DeadJob {
 
 /** The result stored for a dead-lettered job: a sample whose error names the attempts and workers. */
 export function deadJobSample(d: DeadJob): EvalSample {
-  const now = new Date().toISOString();
   const who = d.workers.length ? ` on ${[...new Set(d.workers)].join(', ')}` : '';
   const message = `the job failed on all ${d.attempts} attempt(s)${who}; last error: ${d.error}`;
+  return failedJobSample(d.job, message, { fleet_dead: true, attempts: d.attempts, workers: d.workers });
+}
+
+/**
+ * What the merge puts in place of a job's stored result that is not a readable log (damaged, over
+ * the archive caps, unsafe member names): a sample whose error says why, so the job counts as
+ * failed and the other jobs still merge.
+ */
+export function badResultSample(job: AnyJob, reason: string): EvalSample {
+  return failedJobSample(job, `the job's result is not a usable log: ${reason}`, {});
+}
+
+function failedJobSample(job: AnyJob, message: string, metadata: Record<string, unknown>): EvalSample {
+  const now = new Date().toISOString();
   return {
-    id: d.job.sample_id,
-    epoch: d.job.epoch,
+    id: job.sample_id,
+    epoch: job.epoch,
     input: '',
     target: '',
     messages: [],
     output: { model: 'none', choices: [], completion: '' },
     metadata: {
-      ...('setting' in d.job ? { environment: d.job.env, setting: d.job.setting, main_task: d.job.main_task, side_task: d.job.side_task ?? null } : {}),
-      fleet_job_id: d.job.job_id,
-      fleet_dead: true,
-      attempts: d.attempts,
-      workers: d.workers,
+      ...('setting' in job ? { environment: job.env, setting: job.setting, main_task: job.main_task, side_task: job.side_task ?? null } : {}),
+      fleet_job_id: job.job_id,
+      ...metadata,
     },
     store: {},
     events: [],

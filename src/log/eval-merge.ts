@@ -10,13 +10,18 @@
  * parallel but written strictly in order, so which copy is kept never depends on timing. A job
  * that failed for good is an input like any other: the fleet stores a one-sample log carrying its
  * error (`fleet/one-sample-log.ts`).
+ *
+ * Inputs are untrusted (a worker's upload): each is held to the archive caps, and each sample is
+ * inflated once, without being kept, before its stored bytes are copied, so the merged log never
+ * carries a bomb or a corrupt member. An input that is not a readable log fails alone when the
+ * caller says what takes its place (`onBadInput`).
  */
-import { readSampleFrom, readSummariesFrom, sampleEntriesOf } from './eval-reader.js';
+import { EvalLogFormatError, readSampleFrom, readSummariesFrom, sampleEntriesOf } from './eval-reader.js';
 import { EvalLogWriter, sampleMemberName, type FinishOptions } from './eval-writer.js';
 import { sampleSummary } from './sample-summary.js';
 import { type EvalError, type EvalLog, type EvalPlan, type EvalSampleSummary, type EvalSpec } from './types.js';
 import type { PreparedEntry } from './zip-appender.js';
-import { ZipReader } from './zip-reader.js';
+import { isBadArchiveError, ZipReader } from './zip-reader.js';
 
 /** A log to merge: its bytes (e.g. fetched from a result store) or its path. */
 export type MergeInput = Buffer | string;
@@ -43,6 +48,12 @@ export interface MergeEvalLogsOptions {
   stats: FinishOptions['stats'];
   /** Samples planned, for the results (default: the samples merged). */
   totalSamples?: number;
+  /**
+   * An input that is not a readable log (damaged, over the archive caps, unsafe member names, not
+   * an Inspect log): what to read in its place (e.g. a log of an error sample), or undefined to
+   * leave it out. Without it, such an input stops the merge.
+   */
+  onBadInput?: (error: Error, inputIndex: number, source: string) => Promise<MergeInput | undefined>;
   /** Inputs opened ahead of the one being written (default `DEFAULT_READ_AHEAD`). */
   readAhead?: number;
   /** See `EvalLogWriterOptions.checkpointSeconds`. */
@@ -78,7 +89,8 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
   const duplicates: MergeResult['duplicates'] = [];
   try {
     let index = 0;
-    for await (const { source, index: inputIndex, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++)) {
+    const read = (input: MergeInput, source: string, inputIndex: number) => readOrReplace(input, source, inputIndex, o.onBadInput);
+    for await (const { source, index: inputIndex, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++, read)) {
       for (const { entry, summary } of samples) {
         if (writer.has(summary.id, summary.epoch)) {
           duplicates.push({ id: summary.id, epoch: summary.epoch, source });
@@ -108,17 +120,39 @@ async function* readAhead(
   inputs: AsyncIterable<MergeInput> | Iterable<MergeInput>,
   ahead: number,
   nextIndex: () => number,
+  read: (input: MergeInput, source: string, index: number) => Promise<{ source: string; samples: ReadSample[] }>,
 ): AsyncGenerator<{ source: string; index: number; samples: ReadSample[] }> {
   const pending: Array<Promise<{ source: string; index: number; samples: ReadSample[] }>> = [];
   for await (const input of inputs) {
     const index = nextIndex();
     const source = typeof input === 'string' ? input : `input #${index + 1}`;
-    const read = readInput(input, source).then((r) => ({ ...r, index }));
-    read.catch(() => undefined); // awaited in order below; a rejection is not unhandled meanwhile
-    pending.push(read);
+    const next = read(input, source, index).then((r) => ({ ...r, index }));
+    next.catch(() => undefined); // awaited in order below; a rejection is not unhandled meanwhile
+    pending.push(next);
     if (pending.length >= ahead) yield await pending.shift()!;
   }
   while (pending.length) yield await pending.shift()!;
+}
+
+/** Whether `err` is the input's fault (its bytes), not the machine's or ct's. */
+function isBadInputError(err: unknown): err is Error {
+  return isBadArchiveError(err) || err instanceof EvalLogFormatError;
+}
+
+async function readOrReplace(
+  input: MergeInput,
+  source: string,
+  index: number,
+  onBadInput: MergeEvalLogsOptions['onBadInput'],
+): Promise<{ source: string; samples: ReadSample[] }> {
+  try {
+    return await readInput(input, source);
+  } catch (err) {
+    if (!onBadInput || !isBadInputError(err)) throw err;
+    const instead = await onBadInput(err, index, source);
+    // The replacement is the caller's own log: a failure reading it is not the input's.
+    return instead === undefined ? { source, samples: [] } : readInput(instead, source);
+  }
 }
 
 async function readInput(input: MergeInput, source: string): Promise<{ source: string; samples: ReadSample[] }> {
@@ -130,6 +164,8 @@ async function readInput(input: MergeInput, source: string): Promise<{ source: s
       const stored = zip.entry(member.name)!;
       // A log without a summary for this sample (a crashed writer): summarise the sample itself.
       const summary = summaries.get(`${member.id}\u0000${member.epoch}`) ?? sampleSummary(await readSampleFrom(zip, member.name));
+      // Copied as stored, so checked first: within the caps, its declared size and its CRC.
+      await zip.verify(member.name);
       samples.push({
         summary,
         entry: {

@@ -151,9 +151,11 @@ function sortSamples(samples: EvalSample[]): EvalSample[] {
 }
 
 async function readMember<S extends z.ZodType>(zip: ZipReader, name: string, schema: S): Promise<z.output<S>> {
+  // A member the zip refuses (damaged, over the archive caps) is not a JSON problem: its error passes through.
+  const text = await zip.readText(name);
   let data: unknown;
   try {
-    data = parseInspectJson(await zip.readText(name));
+    data = parseInspectJson(text);
   } catch (err) {
     throw new EvalLogFormatError(`${zip.path}: ${name} is not valid JSON: ${(err as Error).message}`, { cause: err });
   }
