@@ -9,9 +9,10 @@
  * (standard and URL-safe). A match becomes `***[NAME]`. Values shorter than MIN_SECRET_LENGTH are
  * not registered: a real key is never that short, and a short value would blank ordinary words.
  *
- * Hand-written: the search is one precompiled regular expression over every form (what V8 runs
- * fastest for a few dozen literals, measured in bench/redact-secrets.ts); only text that holds a
- * secret takes the slower exact pass, which also covers values that overlap one another.
+ * Hand-written (no kept library does exact multi-value redaction): the search is one precompiled
+ * regular expression over every form, about 1 GB/s over log JSON with 7 secrets registered, four
+ * times a loop of indexOf, and about 1% of a log write (bench/redact-secrets.ts). Only text that
+ * holds a secret takes the slower exact pass, which also covers values that overlap one another.
  */
 
 /** Values shorter than this (default 8 characters) are never registered. */
