@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { main } from '../dist/src/cli/main.js';
+import { redactSecrets } from '../dist/src/config/secret-registry.js';
 
 // Output piped into a reader that stops early (`ct ... --help | head`) is not an error of ours:
 // stop quietly, as other command-line tools do.
@@ -15,7 +16,8 @@ main(process.argv).then(
     process.exitCode = code;
   },
   (err) => {
-    console.error(err?.stack ?? String(err));
+    // An unexpected error's stack may quote a service's answer, and with it a key.
+    console.error(redactSecrets(err?.stack ?? String(err)));
     process.exitCode = 1;
   },
 );

@@ -14,12 +14,15 @@
  * - ModelError: a model API call failed for good; `retryable` is true when it was throttled or the
  *   service failed (429, 5xx, network) through every retry, false when the request was refused.
  */
+import { redactSecrets } from './config/secret-registry.js';
+
 export type ErrorKind = 'config' | 'sandbox' | 'sample' | 'scorer' | 'cloud' | 'git' | 'model' | 'timeout' | 'cancelled';
 
 export class CtError extends Error {
   readonly kind: ErrorKind = 'sample';
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    // A message may quote a service's answer, which may echo a key (secret-registry.ts).
+    super(redactSecrets(message), options);
     this.name = new.target.name;
   }
 }
@@ -220,8 +223,9 @@ export function isRetryable(err: unknown): boolean {
   return false;
 }
 
+/** An error's message, with every registered secret redacted (secret-registry.ts). */
 export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return redactSecrets(err instanceof Error ? err.message : String(err));
 }
 
 /**

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../config/config.js';
+import { redactSecrets } from '../config/secret-registry.js';
 import { ConfigError, cloudError } from '../errors.js';
 import { settingsGitRunner } from '../tasks/settings-git.js';
 import { positiveInt } from './parse.js';
@@ -90,7 +91,8 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { runWorker } = await import('../fleet/worker.js');
   const { sqs, s3, ssm } = createFleetClients(config.ec2.region);
-  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+  // The worker's log is uploaded with its results: no line may carry a secret.
+  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${redactSecrets(line)}\n`);
   try {
     await requireFleet(s3, config.fleet.bucket, flags.fleet, config.ec2.region);
   } catch (e) {

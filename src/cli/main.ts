@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
+import { redactSecrets } from '../config/secret-registry.js';
 import { ConfigError, CtError } from '../errors.js';
 import { registerGameMetricsCommand } from './game-metrics.js';
 import { registerProtocolCommands } from './protocols.js';
@@ -67,18 +68,18 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (e instanceof ConfigError) return usageError(e.message, json, true, 'config');
     if (e instanceof CtError) {
-      const message = shortenQuotes(e.message);
+      const message = shortenQuotes(redactSecrets(e.message));
       process.stderr.write(`error: ${message}\n`);
       if (json) printJsonError(e.kind, message);
       return e.kind === 'sandbox' ? EXIT.usage : EXIT.failedSamples;
     }
-    if (json) printJsonError('internal', e instanceof Error ? e.message : String(e));
+    if (json) printJsonError('internal', redactSecrets(e instanceof Error ? e.message : String(e)));
     throw e;
   }
 }
 
 function usageError(raw: string, json: boolean, print: boolean, kind = 'usage'): number {
-  const message = shortenQuotes(raw);
+  const message = shortenQuotes(redactSecrets(raw));
   if (print) process.stderr.write(`error: ${message}\n`);
   if (json) printJsonError(kind, message);
   return EXIT.usage;

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../config/config.js';
+import { redactSecrets } from '../config/secret-registry.js';
 import { DEFAULT_PROTOCOL_MONITOR, PROTOCOL_NAMES } from '../control/protocol-plan.js';
 import { createRunPolicy } from '../control/protocols.js';
 import { checkRunDirs } from '../config/run-dirs.js';
@@ -192,9 +193,9 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   }
   if (flags.json) {
     const out = { log: result.logPath, status: result.status, ...(result.error ? { error: result.error } : {}), samples: result.tally.rows() ?? [] };
-    process.stdout.write(`${JSON.stringify(out)}\n`);
+    process.stdout.write(`${redactSecrets(JSON.stringify(out))}\n`);
     // Whoever reads the JSON still sees on the console why the run failed outside its samples.
-    if (result.error) process.stderr.write(`error: ${errorExcerpt(result.error).join('\n  ')}\n`);
+    if (result.error) process.stderr.write(`error: ${redactSecrets(errorExcerpt(result.error).join('\n  '))}\n`);
   } else printSummary(result);
   if (result.status === 'cancelled') return session.stoppedExitCode;
   // `error`: samples failed (with --fail-on-error, the default) or the run failed outside them.
@@ -216,7 +217,7 @@ function printSummary(r: RunEvalResult): void {
   out.push(...errorSection(r));
   out.push('', `${r.status}: ${t.count} sample(s)${totals ? `; ${totals}` : ''}${t.errors ? `; ${t.errors} error(s) (not scored)` : ''}`);
   out.push(`log: ${r.logPath}`);
-  process.stdout.write(`${out.join('\n')}\n`);
+  process.stdout.write(`${redactSecrets(out.join('\n'))}\n`);
 }
 
 type SummaryRow = FinishedSample;

@@ -10,6 +10,7 @@ import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
 import { Option, type Command } from 'commander';
 import type { Config } from '../config/config.js';
+import { redactSecrets } from '../config/secret-registry.js';
 import { ConfigError } from '../errors.js';
 import type { FleetPlan, RunPlan } from '../eval/run-plan.js';
 import { emptyFleetState, type FleetResults, type RunFleetResult } from '../fleet/controller.js';
@@ -192,7 +193,8 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     tags: { [TAGS.fleetId]: fleetId, [TAGS.launchedBy]: identity.name, [TAGS.managedBy]: MANAGED_BY },
   });
   const store = new S3ResultStore({ s3, bucket: config.fleet.bucket, fleetId });
-  const out = (s: string) => process.stderr.write(`${s}\n`);
+  // The controller's progress quotes workers' errors, which may quote a service's answer.
+  const out = (s: string) => process.stderr.write(`${redactSecrets(s)}\n`);
   try {
     // --new-fleet also reads what is there: its prompt says what it drops.
     const found = await inspectFleet(store, manifest).catch((e: unknown) => {
@@ -369,7 +371,7 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const m = r.merge!;
     if (flags.json) {
       process.stdout.write(
-        `${JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, retried: r.retried, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows })}\n`,
+        `${redactSecrets(JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, retried: r.retried, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows }))}\n`,
       );
     } else printFleetSummary(fleetId, r.enqueued, r.retried, r.launched.length, m);
     // `error`: samples failed under fail_on_error (log/final-status.ts) or jobs have no result.
@@ -440,7 +442,7 @@ function printFleetSummary(
   }
   if (m.missing.length) lines.push(`jobs without a result: ${m.missing.join(', ')}`);
   lines.push(`log: ${m.path}`);
-  process.stdout.write(`${lines.join('\n')}\n`);
+  process.stdout.write(`${redactSecrets(lines.join('\n'))}\n`);
 }
 
 /** The read-only part of launching EC2 workers: caller, instance size, AMI. */

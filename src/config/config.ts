@@ -9,6 +9,7 @@ import { DEFAULT_ARCHIVE_LIMITS, setArchiveLimits } from '../log/archive-limits.
 import { networkPoolProblem } from '../sandbox/docker/subnet-pool.js';
 import { readDotenvFile } from './dotenv-file.js';
 import { issueText } from './issue-text.js';
+import { registerSecret } from './secret-registry.js';
 import { findUnknownKeys } from './unknown-keys.js';
 
 /** A setting's name is also its folder under settings_dir, so it is kept to a safe file name. */
@@ -496,6 +497,20 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
 };
 
 /**
+ * Variables whose values are secrets: registered for redaction (secret-registry.ts) wherever they
+ * come from, and never quoted in a configuration error.
+ */
+const SECRET_VARIABLES = ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'DOCKER_ORG_PAT', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN'];
+
+/** Config keys holding secrets (from any layer: a config file too), by the variable that names them in a redacted text. */
+const SECRET_KEYS: Record<string, string> = {
+  'models.anthropic.api_key': 'ANTHROPIC_API_KEY',
+  'models.openai.api_key': 'OPENAI_API_KEY',
+  'git.token': 'GITHUB_TOKEN',
+  'fleet.docker_org_pat': 'DOCKER_ORG_PAT',
+};
+
+/**
  * Sections only some runs use (EC2 sandbox, fleet). A bad value there must not stop a local
  * run, so each is validated on its own and its problems are raised when the section is first
  * read (by the EC2 provider's preflight, the fleet controller...), still before anything starts.
@@ -522,16 +537,22 @@ export function loadConfig(sources: ConfigSources): Config {
     deepMerge(layered, doc);
   }
   const env = loadDotenv(sources.cwd, sources.env);
+  for (const name of SECRET_VARIABLES) registerSecret(name, env[name]);
   for (const [name, [key, kind]] of Object.entries(ENV_KEYS)) {
     const v = env[name];
     if (v === undefined || v === '') continue;
     setPath(layered, key, envValue(v, kind));
-    origin.set(key, `${name}=${v.length > 40 ? `${v.slice(0, 37)}...` : v}`);
+    origin.set(key, `${name}=${SECRET_VARIABLES.includes(name) ? '***' : v.length > 40 ? `${v.slice(0, 37)}...` : v}`);
   }
   for (const [k, v] of Object.entries(sources.overrides ?? {})) {
     if (v === undefined) continue;
     setPath(layered, k, v);
     origin.set(k, 'command line');
+  }
+  // Before validation, so even a configuration error cannot quote one.
+  for (const [key, name] of Object.entries(SECRET_KEYS)) {
+    const v = getPath(layered, key);
+    if (typeof v === 'string') registerSecret(name, v);
   }
 
   const lazy = new Map<string, unknown>(LAZY_SECTIONS.map((s) => [s, layered[s]]));
@@ -641,6 +662,12 @@ function deepMerge(into: Record<string, unknown>, from: Record<string, unknown>)
       deepMerge(cur as Record<string, unknown>, v as Record<string, unknown>);
     } else into[k] = v;
   }
+}
+
+function getPath(obj: Record<string, unknown>, path: string): unknown {
+  let cur: unknown = obj;
+  for (const p of path.split('.')) cur = cur && typeof cur === 'object' ? (cur as Record<string, unknown>)[p] : undefined;
+  return cur;
 }
 
 function setPath(obj: Record<string, unknown>, path: string, value: unknown): void {

@@ -1,4 +1,5 @@
 import cliProgress from 'cli-progress';
+import { redactSecrets } from '../config/secret-registry.js';
 
 export interface FinishedSample {
   id: string;
@@ -60,7 +61,7 @@ class LineProgress implements ProgressReporter {
   constructor(private readonly out: NodeJS.WriteStream) {}
 
   private line(text: string): void {
-    this.out.write(`${text}\n`);
+    this.out.write(`${redactSecrets(text)}\n`);
     this.lastLine = Date.now();
   }
 
@@ -142,7 +143,7 @@ class BarProgress implements ProgressReporter {
 
   note(text: string): void {
     // Printed above the bar so it stays visible.
-    this.out.write(`\r\x1b[K${text}\n`);
+    this.out.write(`\r\x1b[K${redactSecrets(text)}\n`);
     this.bar?.render();
   }
 

@@ -12,6 +12,7 @@ import {
   sampleEnd,
   type SampleEnd,
 } from '../errors.js';
+import { redactSecrets } from '../config/secret-registry.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
 import type { EvalError, EvalSample, Score } from '../log/types.js';
 import { AgentTools } from '../policies/tools/agent-tools.js';
@@ -325,8 +326,8 @@ export function toEvalError(e: unknown): EvalError {
       : e instanceof CtError
         ? `${e.name}: ${e.message}`
         : errorMessage(e);
-  const traceback = e instanceof Error && e.stack ? e.stack : message;
-  return { message, traceback, traceback_ansi: traceback };
+  const traceback = redactSecrets(e instanceof Error && e.stack ? e.stack : message);
+  return { message: redactSecrets(message), traceback, traceback_ansi: traceback };
 }
 
 function round(n: number): number {

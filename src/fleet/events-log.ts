@@ -5,6 +5,7 @@
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { redactSecrets } from '../config/secret-registry.js';
 
 /** Kinds of events; each line has `time`, `event` and the event's own fields. */
 export type FleetEventKind =
@@ -40,8 +41,11 @@ export class FleetEventsLog {
     mkdirSync(dirname(this.path), { recursive: true });
   }
 
-  /** Appends one event (synchronously, so a controller killed right after still has it). */
+  /**
+   * Appends one event (synchronously, so a controller killed right after still has it), with
+   * every registered secret redacted: a worker's error may quote a service's answer.
+   */
   add(event: FleetEventKind, fields: Record<string, unknown> = {}): void {
-    appendFileSync(this.path, `${JSON.stringify({ time: new Date().toISOString(), event, ...fields })}\n`);
+    appendFileSync(this.path, `${redactSecrets(JSON.stringify({ time: new Date().toISOString(), event, ...fields }))}\n`);
   }
 }

@@ -6,6 +6,7 @@
  * inherit the controller's environment, so a local fleet needs no SSM permission.
  */
 import type { SSMClient } from '@aws-sdk/client-ssm';
+import { registerSecret } from '../config/secret-registry.js';
 import { CloudError } from '../errors.js';
 import { fleetSecretsPath, readFleetSecrets } from './secrets.js';
 
@@ -42,6 +43,8 @@ export async function takeFleetSecrets(
   const taken: string[] = [];
   const kept: string[] = [];
   for (const [name, value] of Object.entries(stored)) {
+    // The registry's name is public (an image's owner), not a secret: redacting it would shred image names.
+    if (name !== 'DOCKER_ORG_NAME') registerSecret(name, value);
     if (own[name] !== undefined || env[name]) kept.push(name);
     else {
       env[name] = value;

@@ -29,6 +29,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { redactSecrets } from '../config/secret-registry.js';
 import { stringifyInspectJson } from './inspect-json.js';
 import { inSecondsForm, oneSecondLater } from './timestamps.js';
 import { ResultsAccumulator, UsageAccumulator, type ScoredSample, type UsageHolder } from './metrics.js';
@@ -71,6 +72,16 @@ export function sampleMemberName(id: string | number, epoch: number): string {
 export function evalLogFileName(spec: Pick<EvalSpec, 'created' | 'task' | 'task_id'>): string {
   const parts = [inSecondsForm(spec.created), unqualifiedTaskName(spec.task), spec.task_id];
   return `${parts.map(cleanFileNamePart).join('_')}.eval`;
+}
+
+/**
+ * A member's JSON, with every registered secret redacted (secret-registry.ts). One pass over the
+ * serialised text reaches every field (error, traceback, a model event's error and call, messages,
+ * metadata) before anything is compressed or written; replacements are plain text, so the JSON
+ * stays valid.
+ */
+function serialise(value: unknown): string {
+  return redactSecrets(stringifyInspectJson(value));
 }
 
 /** Names tried for a new log before giving up: Inspect's limit too. */
@@ -170,7 +181,7 @@ export class EvalLogWriter {
     }
     const start: LogStart = { version: LOG_SCHEMA_VERSION, eval: spec, plan: options.plan };
     try {
-      await zip.append([await prepareZipEntry(START_MEMBER, stringifyInspectJson(start))]);
+      await zip.append([await prepareZipEntry(START_MEMBER, serialise(start))]);
     } catch (err) {
       await zip.close();
       throw err;
@@ -215,7 +226,7 @@ export class EvalLogWriter {
   }
 
   private async addSampleNow(sample: EvalSample): Promise<void> {
-    await this.addEntryNow(sample, () => prepareZipEntry(sampleMemberName(sample.id, sample.epoch), stringifyInspectJson(sample)), sampleSummary(sample), sample);
+    await this.addEntryNow(sample, () => prepareZipEntry(sampleMemberName(sample.id, sample.epoch), serialise(sample)), sampleSummary(sample), sample);
   }
 
   private async addEntryNow(
@@ -291,8 +302,8 @@ export class EvalLogWriter {
       try {
         await this.writeJournal();
         const members = [await prepareZipEntryFromChunks(SUMMARIES_MEMBER, this.allSummariesJson())];
-        if (reductions?.length) members.push(await prepareZipEntry(REDUCTIONS_MEMBER, stringifyInspectJson(reductions)));
-        members.push(await prepareZipEntry(HEADER_MEMBER, stringifyInspectJson(header)));
+        if (reductions?.length) members.push(await prepareZipEntry(REDUCTIONS_MEMBER, serialise(reductions)));
+        members.push(await prepareZipEntry(HEADER_MEMBER, serialise(header)));
         await this.zip.finish(members);
         await this.zip.sync();
       } catch (err) {
@@ -337,7 +348,7 @@ export class EvalLogWriter {
     if (this.pendingSummaries.length === 0) return;
     const summaries = this.pendingSummaries;
     this.pendingSummaries = [];
-    const journal = await prepareZipEntry(`${SUMMARY_JOURNAL_DIR}/${this.journalCount + 1}.json`, stringifyInspectJson(summaries));
+    const journal = await prepareZipEntry(`${SUMMARY_JOURNAL_DIR}/${this.journalCount + 1}.json`, serialise(summaries));
     await this.zip.appendMembers([journal]);
     this.journalCount += 1;
   }

@@ -1,7 +1,10 @@
+import { redactSecrets } from '../config/secret-registry.js';
+
 /**
  * Hides credentials in text bound for the console, an error or a file: the userinfo of any
- * `scheme://user:password@host` URL becomes `***@`, and each known secret (a token from the
- * environment) becomes `***`. scp-style remotes (`git@github.com:org/repo`) carry no secret and are
+ * `scheme://user:password@host` URL becomes `***@`, each known secret (a token from the
+ * environment) becomes `***`, and so does every secret the process registered
+ * (secret-registry.ts). scp-style remotes (`git@github.com:org/repo`) carry no secret and are
  * left alone.
  */
 export function redact(text: string, secrets: Iterable<string | undefined> = []): string {
@@ -10,5 +13,5 @@ export function redact(text: string, secrets: Iterable<string | undefined> = [])
     // Very short values would blank out ordinary words; a real token is never this short.
     if (s && s.length >= 4) out = out.split(s).join('***');
   }
-  return out;
+  return redactSecrets(out);
 }

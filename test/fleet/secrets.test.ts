@@ -7,7 +7,12 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { GetParameterCommand, ListTagsForResourceCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { configSchema } from '../../src/config/config.js';
+import { clearSecrets, redactSecrets } from '../../src/config/secret-registry.js';
+import { FleetEventsLog } from '../../src/fleet/events-log.js';
 import { CloudError, ConfigError } from '../../src/errors.js';
 import { deleteFleetSecrets, fleetSecretsFromConfig, fleetSecretsPath, putFleetSecrets, readFleetSecrets, replaceFleetSecrets } from '../../src/fleet/secrets.js';
 import { takeFleetSecrets } from '../../src/fleet/worker-secrets.js';
@@ -87,6 +92,26 @@ describe('fleet secrets in SSM', () => {
     assert.deepEqual(got, { taken: ['ANTHROPIC_API_KEY'], kept: ['GITHUB_TOKEN', 'OPENAI_API_KEY'] });
     assert.deepEqual(env, { OPENAI_API_KEY: 'worker-env', ANTHROPIC_API_KEY: 'from-ssm-a' });
     assert.deepEqual(await takeFleetSecrets(ssm, PREFIX, 'no-such-fleet', {}, {}), { taken: [], kept: [] }, 'a fleet without secrets is fine');
+  });
+
+  test("the fleet's secrets a worker reads are redacted from what it writes, the registry's public name is not", async () => {
+    await putFleetSecrets(ssm, PREFIX, 'fleet10', { OPENAI_API_KEY: 'sk-fleet-only-value-123', DOCKER_ORG_NAME: 'examplecorp', DOCKER_ORG_PAT: 'dckr_pat_fleet_value' });
+    await takeFleetSecrets(ssm, PREFIX, 'fleet10', {}, {});
+    try {
+      assert.equal(
+        redactSecrets('401 from proxy: Bearer sk-fleet-only-value-123; login examplecorp with dckr_pat_fleet_value'),
+        '401 from proxy: Bearer ***[OPENAI_API_KEY]; login examplecorp with ***[DOCKER_ORG_PAT]',
+      );
+      // A worker's events reach the controller's events.jsonl; an error quoting a key is redacted there too.
+      const dir = mkdtempSync(join(tmpdir(), 'ct-events-'));
+      const events = new FleetEventsLog(dir, 'fleet10');
+      events.add('job_failed', { job_id: 'j1', error: 'model call failed: invalid key sk-fleet-only-value-123' });
+      const line = readFileSync(events.path, 'utf8');
+      assert.ok(!line.includes('sk-fleet-only-value-123'), line);
+      assert.match(line, /invalid key \*\*\*\[OPENAI_API_KEY\]/);
+    } finally {
+      clearSecrets();
+    }
   });
 
   test('a worker that may not read the parameters is told what permission it needs, or to use --secrets env', async () => {

@@ -30,6 +30,8 @@ export interface ScriptedFailure {
   status: number;
   headers?: Record<string, string>;
   body?: unknown;
+  /** Answer with `body(request headers)` instead (a proxy that echoes the request in its error). */
+  echo?: (headers: IncomingMessage['headers']) => unknown;
 }
 
 export interface RecordedRequest {
@@ -104,6 +106,7 @@ export class FakeModelServer {
         const failure = this.failures.shift();
         if (failure) {
           record(failure.status);
+          if (failure.echo) return send(failure.status, failure.echo(req.headers), failure.headers);
           return send(failure.status, failure.body ?? { error: { type: 'rate_limit_error', message: 'slow down' } }, failure.headers);
         }
         const reply = this.script({ provider, body, step });
