@@ -73,7 +73,7 @@ describe('ct run sabotage-eval --fleet --workers local:2 against moto', () => {
     assert.equal(m.attack_samples, 2);
     assert.deepEqual(m.budgets.map((b) => [b.threshold, b.caught, b.attacks, b.safety]), [[1, 2, 2, 1]]);
     // Four fleets ran (two evals, two monitor passes) and each finished: its queues are gone.
-    assert.equal((r.stderr.match(/fleet [0-9a-f]{16}: \d+ job/g) ?? []).length, 4, r.stderr.slice(-3000));
+    assert.equal((r.stderr.match(/fleet [0-9a-f]{16}: \d+ job\(s\) queued/g) ?? []).length, 4, r.stderr.slice(-3000));
     assert.deepEqual((await motoContents(moto)).queues, []);
     for (const part of ['honest', 'attack']) {
       assert.equal(readdirSync(join(study, part)).filter((f) => f.endsWith('.eval')).length, 1);
