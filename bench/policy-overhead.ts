@@ -81,6 +81,7 @@ function benchSample(): Sample {
     setting: 'bench',
     dir: '/nonexistent',
     composeFile: '/nonexistent/compose.yml',
+    hostPowers: [],
     description: 'A machine for measuring the agent loop.',
     mainTasks: new Map([[mainTask.id, mainTask]]),
     sideTasks: new Map(),

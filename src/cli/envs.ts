@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
+import { settingsTrust } from '../tasks/compose-trust.js';
 import { SettingsCatalog, subdirs } from '../tasks/environment-loader.js';
 import { validateEnvironments, type ValidationReport } from '../tasks/env-validate.js';
 
@@ -15,7 +16,7 @@ export function registerEnvsCommands(program: Command): void {
     .addHelpText('after', '\nExample:\n  ct envs list --json\n')
     .action((flags: { json?: boolean }) => {
       const config = loadConfig({ cwd: process.cwd(), env: process.env });
-      const catalog = new SettingsCatalog(config.settings_dir);
+      const catalog = new SettingsCatalog(config.settings_dir, settingsTrust(config));
       const rows = catalog.listEnvironments().map(([setting, env]) => {
         const dir = join(catalog.root, setting, env);
         return { setting, env, dir, mainTasks: subdirs(join(dir, 'main_tasks')), sideTasks: subdirs(join(dir, 'side_tasks')) };
@@ -43,7 +44,7 @@ export function registerEnvsCommands(program: Command): void {
     .addHelpText('after', '\nExamples:\n  ct envs validate\n  ct envs validate demo:notes_app\n')
     .action((env: string | undefined, flags: { json?: boolean }) => {
       const config = loadConfig({ cwd: process.cwd(), env: process.env });
-      const catalog = new SettingsCatalog(config.settings_dir);
+      const catalog = new SettingsCatalog(config.settings_dir, settingsTrust(config));
       // Settings pulled with an envs: subset lack some environments on purpose.
       const partialSettings = new Set(Object.entries(config.settings).filter(([, s]) => s.envs?.length).map(([n]) => n));
       const report = validateEnvironments(catalog, { only: env, partialSettings });

@@ -17,6 +17,7 @@ import { WORKER_LIMITS_HELP } from '../fleet/launcher.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples } from '../policies/registry.js';
 import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
+import { settingsTrust, trustedLines, trustedPowers } from '../tasks/compose-trust.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt, positiveNumber } from './parse.js';
@@ -142,7 +143,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   const plan = compileRun(config, flags);
   const localWarning = checkLocalSandbox(flags.sandbox, plan.policy.name, Boolean(flags.unsafeLocal));
   if (localWarning) process.stderr.write(`warning: ${localWarning}\n`);
-  const catalog = new SettingsCatalog(config.settings_dir);
+  const catalog = new SettingsCatalog(config.settings_dir, settingsTrust(config));
   const samples = selectSamples(catalog, {
     envs: flags.env,
     mainTasks: flags.mainTask,
@@ -152,6 +153,8 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
     limit: flags.limit,
     cwd: process.cwd(),
   });
+  // Loading the samples refused any host power the settings are not trusted with; say what was.
+  for (const line of trustedLines(trustedPowers(samples.map((s) => s.env)))) process.stderr.write(`${line}\n`);
   const sampleEpochs = samples.length * flags.epochs;
   if (sampleEpochs > MAX_SAMPLE_EPOCHS) {
     throw new ConfigError(

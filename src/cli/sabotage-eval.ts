@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { SIGNAL_EXIT_CODES } from '../eval/run-session.js';
 import { evalFilesIn, evalPartState, markMonitorPartDone, monitorPartDone, writeStudyTaskFiles } from '../control/sabotage-study.js';
+import { settingsTrust } from '../tasks/compose-trust.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
 import { collect, keyValue, positiveInt } from './parse.js';
@@ -93,7 +94,7 @@ export function registerSabotageEvalCommand(run: Command): void {
 
 async function sabotageEval(flags: SabotageFlags): Promise<number> {
   const config = loadConfig({ cwd: process.cwd(), env: process.env });
-  const samples = selectSamples(new SettingsCatalog(config.settings_dir), {
+  const samples = selectSamples(new SettingsCatalog(config.settings_dir, settingsTrust(config)), {
     envs: flags.env,
     mainTasks: flags.mainTask,
     sideTasks: flags.sideTask,

@@ -11,7 +11,8 @@ import { SettingsCatalog } from '../tasks/environment-loader.js';
 
 /** Image references, sorted and without duplicates; a settings folder without environments gives none. */
 export function environmentImages(settingsDir: string): string[] {
-  const catalog = new SettingsCatalog(settingsDir);
+  // Only folders are listed here; nothing is loaded or run, so no trust is needed.
+  const catalog = new SettingsCatalog(settingsDir, new Map());
   const images = new Set<string>();
   for (const [setting, env] of catalog.listEnvironments()) {
     const dir = join(catalog.root, setting, env, 'codebase');

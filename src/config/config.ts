@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { bucketNameProblem } from '../cloud/bucket-name.js';
 import { ConfigError } from '../errors.js';
 import { DEFAULT_ARCHIVE_LIMITS, setArchiveLimits } from '../log/archive-limits.js';
+import { trustTokenProblem } from '../sandbox/docker/compose-powers.js';
 import { networkPoolProblem } from '../sandbox/docker/subnet-pool.js';
 import { readDotenvFile } from './dotenv-file.js';
 import { issueText } from './issue-text.js';
@@ -23,12 +24,28 @@ const SSM_PARAMETER = /^[A-Za-z0-9_./-]{1,2048}$/;
 /** One entry of the settings registry (`settings:` in ct.config.yml). */
 export const settingEntrySchema = z
   .object({
-    /** Git URL or local path (relative paths are from the project root). */
-    repo: z.string().min(1),
+    /**
+     * Git URL or local path (relative paths are from the project root). An entry without one
+     * only sets `trust` for a setting that is a folder in settings_dir; it cannot be pulled.
+     */
+    repo: z.string().min(1).optional(),
     /** Branch, tag or commit; default: the repository's default branch. */
     ref: z.string().min(1).optional(),
     /** Only these environments are checked out; default: all of them. */
     envs: z.array(z.string().regex(SETTING_NAME, 'not a folder name')).min(1).optional(),
+    /**
+     * Host powers this setting's compose files may give their sandboxes (docs/security.md), e.g.
+     * [privileged, cap_add:SYS_ADMIN, network_mode:host, bind:/var/data, docker_socket].
+     * Default: none, and an environment asking for one is refused.
+     */
+    trust: z
+      .array(
+        z.string().superRefine((v, ctx) => {
+          const problem = trustTokenProblem(v);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }),
+      )
+      .optional(),
   })
   .strict();
 

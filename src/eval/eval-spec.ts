@@ -31,6 +31,8 @@ export interface EvalSpecInput {
   runId: string;
   /** ct's version, for `packages.ct`. */
   version: string;
+  /** Host powers the run trusted, by setting (`metadata.compose_trust`; absent when none). */
+  trusted?: Record<string, string[]>;
 }
 
 /** The spec of a run; `task_id` is stable across re-runs of the same selection. */
@@ -67,7 +69,9 @@ export function evalSpec(o: EvalSpecInput): EvalSpec {
       ...(o.sampleOptions.tokenLimit !== undefined ? { token_limit: o.sampleOptions.tokenLimit } : {}),
     },
     packages: { ct: o.version },
-    metadata: { ct_run_id: o.runId, policy: o.policyName, policy_args: o.policyArgs, ...(o.protocol ? { protocol: o.protocol } : {}) },
+    metadata: { ct_run_id: o.runId, policy: o.policyName, policy_args: o.policyArgs, ...(o.protocol ? { protocol: o.protocol } : {}),
+      ...(o.trusted && Object.keys(o.trusted).length ? { compose_trust: o.trusted } : {}),
+    },
     scorers: [linuxScorerSpec(o.samples.some((s) => s.sideTask) ? undefined : ['main_task_success'])],
   };
 }

@@ -1,3 +1,4 @@
+import { trustedPowers } from '../tasks/compose-trust.js';
 import type { ProtocolPlan } from '../control/protocol-plan.js';
 import { errorMessage } from '../errors.js';
 import { EvalLogWriter } from '../log/eval-writer.js';
@@ -134,6 +135,7 @@ class RunLog {
       sampleOptions: o.sampleOptions,
       runId: o.session.runId,
       version: o.version,
+      trusted: trustedPowers(o.samples.map((s) => s.env)),
     };
     const writer = await EvalLogWriter.create({ logDir: o.logDir, spec: evalSpec(spec), plan: evalPlan(spec) });
     return new RunLog(writer, total, startedAt);

@@ -11,6 +11,7 @@ import { join, relative } from 'node:path';
 import type { Config } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { planIdInputs, type FleetPlan, type RunPlan } from '../eval/run-plan.js';
+import { trustedPowers } from '../tasks/compose-trust.js';
 import { GitRunner } from '../tasks/git-runner.js';
 import { SettingsLock } from '../tasks/settings-lock.js';
 import { SettingsRegistry } from '../tasks/settings-registry.js';
@@ -55,6 +56,9 @@ export async function buildFleetManifest(o: FleetManifestInput): Promise<{ manif
     if (!(e instanceof ConfigError) || plan.fleet.workers.kind !== 'local') throw e;
     settings = pinLocalSettings(config, settingNames);
   }
+  // Workers trust exactly what this selection was allowed (the controller's catalog refused the rest).
+  const used = trustedPowers(o.samples.map((s) => s.env));
+  settings = settings.map((s) => (used[s.name] ? { ...s, trust: used[s.name] } : s));
   const base: Omit<Manifest, 'fleet_id' | 'created'> = {
     version: PROTOCOL_VERSION,
     task_name: plan.taskName,

@@ -48,7 +48,11 @@ export async function evalJobHandler(o: EvalJobHandlerOptions): Promise<JobHandl
   const { manifest, config } = o;
   // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
   const cacheDir = settingsCacheDir(config);
-  const catalog = new SettingsCatalog(cacheDir, await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log }));
+  const dirs = await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log });
+  // The controller checked the selection against its ct.config.yml; the worker checks its own
+  // checkout against what the controller trusted, so a job whose compose file asks for more fails.
+  const trust = new Map(manifest.settings.flatMap((s) => (s.trust?.length ? [[s.name, s.trust] as const] : [])));
+  const catalog = new SettingsCatalog(cacheDir, trust, dirs);
   if (manifest.sandbox.worker_setup) {
     await runWorkerSetup(o.extraSrcDir, manifest.sandbox.worker_setup.path, config.fleet.worker_setup_env, o.log);
     applySetupEnv(config.fleet.worker_setup_env, o.log);

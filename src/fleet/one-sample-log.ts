@@ -29,6 +29,7 @@ export function fleetLogHeader(m: Manifest, version: string): { spec: EvalSpec; 
     sampleOptions: m.sample_options,
     runId: m.fleet_id,
     version,
+    trusted: Object.fromEntries(m.settings.filter((s) => s.trust?.length).map((s) => [s.name, s.trust!])),
   };
   const spec = evalSpec(input);
   // The fleet's creation time names the merged log, so a resumed controller replaces it.

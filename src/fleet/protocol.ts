@@ -73,6 +73,11 @@ export const manifestSettingSchema = z.object({
    * `commit` a hash of its content): read in place by `local:` workers, never fetched.
    */
   local_folder: z.literal(true).optional(),
+  /**
+   * The host powers of this setting's compose files that the controller's ct.config.yml trusted
+   * for the selection (docs/security.md); workers refuse any other. None when absent.
+   */
+  trust: z.array(z.string().min(1)).optional(),
 });
 export type ManifestSetting = z.infer<typeof manifestSettingSchema>;
 

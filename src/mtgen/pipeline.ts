@@ -7,6 +7,7 @@ import { RunSession } from '../eval/run-session.js';
 import { compileRun } from '../eval/run-plan.js';
 import { ModelRegistry } from '../models/model-registry.js';
 import { createPolicy } from '../policies/registry.js';
+import { settingsTrust } from '../tasks/compose-trust.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import type { Environment } from '../tasks/types.js';
 import { BudgetExceededError, checkBudget, checkPriced, estimateEvalUsd } from './budget.js';
@@ -201,7 +202,7 @@ export function candidateDir(state: RunState, c: Candidate): string {
 
 /** The run's environment and side task, as they are now in the settings (ConfigError when either is gone). */
 export function resolveEnvironment(config: Config, ref: string, sideTask: string): Environment {
-  const env = new SettingsCatalog(config.settings_dir).resolve(ref);
+  const env = new SettingsCatalog(config.settings_dir, settingsTrust(config)).resolve(ref);
   if (!env.sideTasks.has(sideTask)) {
     throw new ConfigError(`unknown side task "${sideTask}" in environment ${env.id}; its side tasks: ${[...env.sideTasks.keys()].join(', ') || 'none'}`);
   }

@@ -1,9 +1,11 @@
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, errorMessage } from '../errors.js';
 import { readComposeFile } from '../sandbox/docker/compose-file.js';
+import { composeHostPowers } from '../sandbox/docker/compose-powers.js';
+import { powerText, trustHint, untrustedPowers } from './compose-trust.js';
 import {
   findScorer,
   loadEnvironment,
@@ -69,7 +71,7 @@ export function validateEnvironments(catalog: SettingsCatalog, o: ValidateOption
     }
     envs = matches;
   }
-  const environments = envs.map(([s, e]) => checkEnvironment(join(catalog.root, s, e), s));
+  const environments = envs.map(([s, e]) => checkEnvironment(join(catalog.dirOf(s), e), s, { trust: catalog.trustOf(s), settingDir: catalog.dirOf(s) }));
   const onlyEnvs = o.only ? new Set(envs.map(([s, e]) => `${s}:${e}`)) : undefined;
   const taskSets: TaskSetReport[] = [];
   for (const setting of catalog.settings()) {
@@ -94,14 +96,23 @@ function collectProblem(problems: string[], check: () => void): void {
   }
 }
 
-/** Every problem of one environment folder. */
-export function checkEnvironment(dir: string, setting: string): EnvironmentReport {
+/**
+ * Every problem of one environment folder; host powers of its compose file are problems unless
+ * `trust` covers them (default: nothing trusted, the setting's folder being the parent).
+ */
+export function checkEnvironment(dir: string, setting: string, t: { trust: readonly string[]; settingDir?: string } = { trust: [] }): EnvironmentReport {
   const env = dir.split(/[\\/]/).pop()!;
   const problems: string[] = [];
   const attempt = (fn: () => void) => collectProblem(problems, fn);
   const composeFile = COMPOSE_FILES.map((f) => join(dir, 'codebase', f)).find(existsSync);
   if (!composeFile) problems.push(`no codebase/compose.yml`);
-  else attempt(() => readComposeFile(composeFile));
+  else {
+    attempt(() => readComposeFile(composeFile));
+    attempt(() => {
+      const refused = untrustedPowers(composeHostPowers(composeFile, dir), t.trust, t.settingDir ?? dirname(dir));
+      problems.push(...refused.map((p) => `${powerText(p, dir)}; ${trustHint(setting, [p])}`));
+    });
+  }
 
   const mainTasks = subdirs(join(dir, 'main_tasks'));
   for (const t of mainTasks) problems.push(...checkMainTask(join(dir, 'main_tasks', t), `main_tasks/${t}`));

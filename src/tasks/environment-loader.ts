@@ -5,6 +5,8 @@ import { z } from 'zod';
 import { issueText } from '../config/issue-text.js';
 import { ConfigError } from '../errors.js';
 import { readComposeFile } from '../sandbox/docker/compose-file.js';
+import { composeHostPowers } from '../sandbox/docker/compose-powers.js';
+import { checkComposeTrust, type SettingsTrust } from './compose-trust.js';
 import type { Environment, MainTask, ScorerSpec, SideTask } from './types.js';
 
 export const mainInfoSchema = z.object({
@@ -21,6 +23,8 @@ export const sideInfoSchema = z.object({ scorer: z.string().optional() }).passth
 
 /**
  * Every environment under a settings root, keyed by `setting/env`. Loaded lazily per setting.
+ * An environment whose compose file gives the sandbox host powers its setting is not trusted
+ * with (`trust`, from ct.config.yml or a fleet's manifest) is refused when loaded.
  * With `dirs`, the settings are exactly those folders by name (a fleet worker's settings, each
  * pulled at its pinned commit), and `root` only names where they live.
  */
@@ -29,8 +33,14 @@ export class SettingsCatalog {
 
   constructor(
     readonly root: string,
+    readonly trust: SettingsTrust,
     private readonly dirs?: ReadonlyMap<string, string>,
   ) {}
+
+  /** The powers trusted for a setting (none when ct.config.yml names none). */
+  trustOf(setting: string): readonly string[] {
+    return this.trust.get(setting) ?? [];
+  }
 
   /** Setting folders under the root. */
   settings(): string[] {
@@ -78,6 +88,7 @@ export class SettingsCatalog {
     let e = this.cache.get(key);
     if (!e) {
       e = loadEnvironment(join(this.dirOf(setting), env), setting);
+      checkComposeTrust(e, this.trustOf(setting), this.dirOf(setting));
       this.cache.set(key, e);
     }
     return e;
@@ -94,7 +105,8 @@ export class SettingsCatalog {
     return undefined;
   }
 
-  private dirOf(setting: string): string {
+  /** A setting's folder. */
+  dirOf(setting: string): string {
     return this.dirs?.get(setting) ?? join(this.root, setting);
   }
 
@@ -115,13 +127,14 @@ export function loadEnvironment(dir: string, setting: string): Environment {
   const composeFile = ['compose.yml', 'compose.yaml', 'docker-compose.yml'].map((f) => join(dir, 'codebase', f)).find(existsSync);
   if (!composeFile) throw new ConfigError(`environment ${id}: no codebase/compose.yml in ${dir}`);
   readComposeFile(composeFile);
+  const hostPowers = composeHostPowers(composeFile, dir);
   const descFile = join(dir, 'docs', 'description.md');
   const description = existsSync(descFile) ? readFileSync(descFile, 'utf8') : '';
   const mainTasks = new Map<string, MainTask>();
   for (const t of subdirs(join(dir, 'main_tasks'))) mainTasks.set(t, loadMainTask(join(dir, 'main_tasks', t)));
   const sideTasks = new Map<string, SideTask>();
   for (const t of subdirs(join(dir, 'side_tasks'))) sideTasks.set(t, loadSideTask(join(dir, 'side_tasks', t)));
-  return { id, setting, dir, composeFile, description, mainTasks, sideTasks };
+  return { id, setting, dir, composeFile, hostPowers, description, mainTasks, sideTasks };
 }
 
 /** Loads one main task folder (info.yml, its requirements, its scorer); problems are ConfigErrors. */

@@ -13,6 +13,7 @@ export const LOCAL_CONFIG_FILE = 'ct.config.local.yml';
 /** A registry entry with its name. */
 export interface SettingSpec extends SettingEntry {
   name: string;
+  repo: string;
 }
 
 /** Where git fetches a repository from, with any credentials taken out of its URL. */
@@ -31,23 +32,30 @@ export class SettingsRegistry {
     readonly projectRoot: string,
   ) {}
 
+  /** Settings that can be pulled (entries with a `repo`; an entry may only set `trust`). */
   names(): string[] {
-    return Object.keys(this.config.settings).sort();
+    return Object.keys(this.config.settings)
+      .filter((n) => this.has(n))
+      .sort();
   }
 
   has(name: string): boolean {
-    return Object.hasOwn(this.config.settings, name);
+    return Object.hasOwn(this.config.settings, name) && this.config.settings[name]!.repo !== undefined;
   }
 
   /** The entry for NAME; an unknown name is a ConfigError listing the known ones. */
   get(name: string): SettingSpec {
     if (!this.has(name)) throw this.unknown(name);
-    return { name, ...this.config.settings[name]! };
+    const entry = this.config.settings[name]!;
+    return { name, ...entry, repo: entry.repo! };
   }
 
   unknown(name: string, extraKnown: string[] = []): ConfigError {
     const known = [...new Set([...this.names(), ...extraKnown])].sort();
     const isDefault = name === this.config.default_setting ? ' (the default_setting)' : '';
+    if (Object.hasOwn(this.config.settings, name)) {
+      return new ConfigError(`setting "${name}" has no repo: in ${CONFIG_FILE} (its entry only sets trust), so it cannot be pulled; add \`repo: URL\` to it`);
+    }
     return new ConfigError(
       `unknown setting "${name}"${isDefault}; known settings: ${known.join(', ') || `(none; add one with \`ct settings add NAME REPO\`)`}`,
     );
@@ -117,7 +125,7 @@ export function locateRepo(repo: string, projectRoot: string): RepoLocation {
 export function writeSettingEntry(
   projectRoot: string,
   name: string,
-  entry: SettingEntry,
+  entry: SettingEntry & { repo: string },
   o: { local?: boolean } = {},
 ): { file: string; replaced: boolean } {
   checkName(name);
@@ -134,9 +142,13 @@ export function writeSettingEntry(
   const doc = readDocument(file);
   if (!isMap(doc.get('settings'))) doc.set('settings', doc.createNode({}));
   const replaced = doc.hasIn(['settings', name]);
+  // Replacing the repository keeps what the entry trusts: trust is the user's, not the repository's.
+  const kept = doc.getIn(['settings', name, 'trust']);
   const node: Record<string, unknown> = { repo: entry.repo };
   if (entry.ref !== undefined) node.ref = entry.ref;
   if (entry.envs?.length) node.envs = entry.envs;
+  if (entry.trust?.length) node.trust = entry.trust;
+  else if (kept !== undefined) node.trust = kept;
   doc.setIn(['settings', name], doc.createNode(node));
   writeDocument(file, doc);
   return { file, replaced };

@@ -8,7 +8,11 @@
  * - side task: a covert objective for attack policies (`side_tasks/<id>/`), with a scorer.
  * - sample: environment x main task x optional side task; run once per epoch.
  * - task set: a named JSONL list of samples in a setting's `task_sets/`.
+ * - host power: something of the host an environment's compose file hands its containers
+ *   (privileged mode, a host path, the Docker socket...); refused unless the setting is trusted
+ *   with it (`settings.<name>.trust`, tasks/compose-trust.ts).
  */
+import type { HostPower } from '../sandbox/docker/compose-powers.js';
 
 export interface ScorerSpec {
   /** Absolute path of the check script on this machine. */
@@ -43,6 +47,8 @@ export interface Environment {
   setting: string;
   dir: string;
   composeFile: string;
+  /** What of the host its compose file gives the sandbox (checked against the setting's trust when loaded). */
+  hostPowers: HostPower[];
   description: string;
   mainTasks: Map<string, MainTask>;
   sideTasks: Map<string, SideTask>;

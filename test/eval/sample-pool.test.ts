@@ -13,7 +13,7 @@ import { REPO_ROOT } from '../helpers/paths.js';
 
 const config = loadConfig({ cwd: REPO_ROOT, env: {}, overrides: {} });
 const options = buildSampleOptions(config, {});
-const [sample] = selectSamples(new SettingsCatalog(EXAMPLE_SETTINGS), {
+const [sample] = selectSamples(new SettingsCatalog(EXAMPLE_SETTINGS, new Map()), {
   envs: ['notes_app'],
   mainTasks: ['create_greeting'],
   sideTasks: [],

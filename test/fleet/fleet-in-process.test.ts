@@ -51,7 +51,7 @@ function world() {
 }
 
 function manifestOf(w: ReturnType<typeof world>, epochs: number): Manifest {
-  const samples = selectSamples(new SettingsCatalog(w.config.settings_dir), { envs: ['notes_app'], mainTasks: ['create_greeting'], sideTasks: [], justMainTasks: true, cwd: w.state });
+  const samples = selectSamples(new SettingsCatalog(w.config.settings_dir, new Map()), { envs: ['notes_app'], mainTasks: ['create_greeting'], sideTasks: [], justMainTasks: true, cwd: w.state });
   return {
     version: PROTOCOL_VERSION,
     fleet_id: `inproc${epochs}`,

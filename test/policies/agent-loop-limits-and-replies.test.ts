@@ -25,7 +25,7 @@ const sample: Sample = (() => {
   };
   return {
     id: 'env:greet',
-    env: { id: 'env', setting: 's', dir: '/nonexistent', composeFile: '/nonexistent/compose.yml', description: 'A box.', mainTasks: new Map([['greet', mainTask]]), sideTasks: new Map() },
+    env: { id: 'env', setting: 's', dir: '/nonexistent', composeFile: '/nonexistent/compose.yml', hostPowers: [], description: 'A box.', mainTasks: new Map([['greet', mainTask]]), sideTasks: new Map() },
     mainTask,
   };
 })();

@@ -15,7 +15,7 @@ export interface ComposeFileInfo {
 export function readComposeFile(path: string): ComposeFileInfo {
   let doc: unknown;
   try {
-    doc = parse(readFileSync(path, 'utf8'));
+    doc = parse(readFileSync(path, 'utf8'), { merge: true });
   } catch (e) {
     throw new ConfigError(`cannot read compose file ${path}: ${(e as Error).message}`);
   }
