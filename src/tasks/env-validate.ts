@@ -107,8 +107,10 @@ export function checkEnvironment(dir: string, setting: string, t: { trust: reado
   const composeFile = COMPOSE_FILES.map((f) => join(dir, 'codebase', f)).find(existsSync);
   if (!composeFile) problems.push(`no codebase/compose.yml`);
   else {
+    const before = problems.length;
     attempt(() => readComposeFile(composeFile));
-    attempt(() => {
+    // A file that does not parse is one problem, named once.
+    if (problems.length === before) attempt(() => {
       const refused = untrustedPowers(composeHostPowers(composeFile, dir), t.trust, t.settingDir ?? dirname(dir));
       problems.push(...refused.map((p) => `${powerText(p, dir)}; ${trustHint(setting, [p])}`));
     });
