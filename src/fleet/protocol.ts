@@ -116,6 +116,8 @@ export const manifestSchema = z.object({
     spec: z.string().min(1),
     /** `--worker-setup <basename>/<path>`: run as root after unpacking extra-src, before taking jobs. */
     worker_setup: z.object({ path: z.string().min(1), sha256: z.string().regex(SHA256) }).optional(),
+    /** `--unsafe-local` was given: a `local` sandbox may run an agent other than the built-in `test` policy (workers check, as the controller did). */
+    unsafe_local: z.literal(true).optional(),
   }),
   /** EC2 workers' instance type (absent for local and external workers). */
   instance_type: z.string().optional(),
