@@ -11,7 +11,7 @@ export interface RemoteSandboxFlags {
 
 export const SANDBOX_KINDS_HELP =
   'where samples run: docker (this machine), local (a temp dir on this machine, NOT isolated: commands run as you; ' +
-  'test/replay policies only, unless --unsafe-local), ssh://user@host[:port] (Docker on that host), ec2 (a fresh EC2 instance), ' +
+  'the built-in test policy only, unless --unsafe-local), ssh://user@host[:port] (Docker on that host), ec2 (a fresh EC2 instance), ' +
   'or path/or/pkg:ExportName (your own provider)';
 
 /** Adds the remote-sandbox flags; `forRun` adds those that only matter when launching. */

@@ -16,7 +16,6 @@ import { compileRun, type FleetPlan, type RunFlags, type RunPlan } from '../eval
 import { WORKER_LIMITS_HELP } from '../fleet/launcher.js';
 import { MODEL_ROLES, ModelRegistry } from '../models/model-registry.js';
 import { checkPolicyFitsSamples } from '../policies/registry.js';
-import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
 import { settingsTrust, trustedLines, trustedPowers } from '../tasks/compose-trust.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import { selectSamples } from '../tasks/selection.js';
@@ -91,7 +90,7 @@ export function registerRunCommands(program: Command): void {
     .option('--model-role <role=model>', `set a model role (${MODEL_ROLES.join(', ')}) to a model or alias (repeatable)`, keyValue, {})
     .option('--trajectory <file[#sample_id]>', 'for --policy replay: JSONL of tool calls, a directory of <sample id>.jsonl, or an .eval log with #sample_id')
     .option('--sandbox <kind>', SANDBOX_KINDS_HELP, 'docker')
-    .option('--unsafe-local', "allow --sandbox local with a model policy: the agent's commands then run unisolated on this machine, as you")
+    .option('--unsafe-local', "allow --sandbox local with any agent but the built-in test policy (a model, a replayed trajectory file, a module:export policy): its commands then run unisolated on this machine, as you")
     .option('--no-exec-channel', 'run every command with a fresh `docker exec` instead of a persistent shell')
     .option('--json', 'print the outcome as JSON on stdout')
     .addOption(new Option('--quiet', 'no progress output').default(false))
@@ -141,8 +140,7 @@ async function runEvalCommand(flags: RunEvalFlags): Promise<number> {
   checkRunDirs(config);
   // Every flag resolved once: the local runner and the fleet controller read this plan.
   const plan = compileRun(config, flags);
-  const localWarning = checkLocalSandbox(flags.sandbox, plan.policy.name, Boolean(flags.unsafeLocal));
-  if (localWarning) process.stderr.write(`warning: ${localWarning}\n`);
+  if (plan.localSandboxWarning) process.stderr.write(`warning: ${plan.localSandboxWarning}\n`);
   const catalog = new SettingsCatalog(config.settings_dir, settingsTrust(config));
   const samples = selectSamples(catalog, {
     envs: flags.env,

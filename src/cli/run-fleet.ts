@@ -13,7 +13,7 @@ import type { Config } from '../config/config.js';
 import { redactSecrets } from '../config/secret-registry.js';
 import { ConfigError } from '../errors.js';
 import type { FleetPlan, RunPlan } from '../eval/run-plan.js';
-import { emptyFleetState, type FleetResults, type RunFleetResult } from '../fleet/controller.js';
+import { emptyFleetState, type FleetResults, type RejectedReport, type RunFleetResult } from '../fleet/controller.js';
 import type { CodeSnapshot, GitOptions } from '../fleet/code-artifact.js';
 import type { PackedExtraSrc } from '../fleet/extra-src.js';
 import type { ResultStore } from '../fleet/types.js';
@@ -367,13 +367,16 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
       out(`fleet ${fleetId} ${r.end === 'stale' ? 'stopped: no progress' : r.end === 'workers-failed' ? 'stopped: its workers keep failing' : 'stopped'}; results are kept in s3://${config.fleet.bucket}/${fleetId}/. Resume with:\n  ${resumeCommand}`);
       return r.end === 'stopped' ? 130 : 1;
     }
-    if (input.summary) return input.summary(r, fleetId);
+    if (input.summary) {
+      if (r.rejected.length) out(rejectedLines(r.rejected).join('\n'));
+      return input.summary(r, fleetId);
+    }
     const m = r.merge!;
     if (flags.json) {
       process.stdout.write(
-        `${redactSecrets(JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, retried: r.retried, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), samples: m.rows }))}\n`,
+        `${redactSecrets(JSON.stringify({ fleet_id: fleetId, log: m.path, status: m.status, enqueued: r.enqueued, retried: r.retried, launched: r.launched.length, failed_jobs: m.rows.filter((x) => x.dead).map((x) => ({ job_id: x.jobId, error: x.error, ...x.dead })), rejected_messages: r.rejected.map(({ excerpt: _, ...x }) => x), samples: m.rows }))}\n`,
       );
-    } else printFleetSummary(fleetId, r.enqueued, r.retried, r.launched.length, m);
+    } else printFleetSummary(fleetId, r.enqueued, r.retried, r.launched.length, m, r.rejected);
     // `error`: samples failed under fail_on_error (log/final-status.ts) or jobs have no result.
     return m.status === 'error' ? 1 : 0;
   } finally {
@@ -424,6 +427,7 @@ function printFleetSummary(
   retried: number,
   launched: number,
   m: import('../fleet/merge-results.js').MergeOutcome,
+  rejected: readonly RejectedReport[],
 ): void {
   const failures = m.rows.filter((r) => r.dead);
   const lines: string[] = [];
@@ -440,9 +444,19 @@ function printFleetSummary(
     lines.push(`samples with errors (${sampleErrors.length}):`);
     for (const r of sampleErrors) lines.push(`  ${r.jobId}:`, ...errorExcerpt(r.error!, { maxLines: 4 }).map((l) => `    ${l}`));
   }
+  lines.push(...rejectedLines(rejected));
   if (m.missing.length) lines.push(`jobs without a result: ${m.missing.join(', ')}`);
   lines.push(`log: ${m.path}`);
   process.stdout.write(`${redactSecrets(lines.join('\n'))}\n`);
+}
+
+/** The summary's lines on work messages refused unrun (none: no lines). */
+function rejectedLines(rejected: readonly RejectedReport[]): string[] {
+  if (!rejected.length) return [];
+  return [
+    `messages refused unrun and dead-lettered (${rejected.length}):`,
+    ...rejected.map((x) => `  message ${x.message_id}${x.job_id ? ` (job ${x.job_id})` : ''}${x.worker ? ` refused by ${x.worker}` : ''}: ${x.reason.split('\n')[0]!.slice(0, 300)}`),
+  ];
 }
 
 /** The read-only part of launching EC2 workers: caller, instance size, AMI. */

@@ -13,6 +13,7 @@ import { compileProtocol, type ProtocolFlags, type ProtocolPlan } from '../contr
 import { ConfigError } from '../errors.js';
 import type { FleetTimings } from '../fleet/controller.js';
 import { fleetWorkerCount, parseWorkersSpec, type WorkersSpec } from '../fleet/launcher.js';
+import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
 import { defaultMaxSamples } from './capacity.js';
 import { buildSampleOptions, resultOptions, type SampleOptionFlags, type SampleOptions } from './sample-options.js';
 
@@ -28,6 +29,8 @@ export interface RunFlags extends SampleOptionFlags, ProtocolFlags {
   policyArg: Record<string, string>;
   trajectory?: string;
   sandbox: string;
+  /** `--unsafe-local`: `--sandbox local` may run an agent other than the built-in `test` policy. */
+  unsafeLocal?: boolean;
   // Fleet flags (only with --fleet / --ec2).
   fleet?: boolean;
   ec2?: boolean;
@@ -55,6 +58,10 @@ export interface RunPlan {
   protocol?: ProtocolPlan;
   /** `--sandbox`: docker, local, ssh://..., ec2, or module:export. */
   sandbox: string;
+  /** What every `--sandbox local` run prints (it is not isolated); absent for other sandboxes. */
+  localSandboxWarning?: string;
+  /** `--unsafe-local` was given (a `--sandbox local` fleet's workers are told, in the manifest). */
+  unsafeLocal: boolean;
   /** Limits, timeouts and fail_on_error every sample shares (the fleet's manifest carries them). */
   sampleOptions: SampleOptions;
   /** Samples a local run keeps going at once: --max-samples, else from this machine's CPUs and memory. */
@@ -105,12 +112,15 @@ export function compileRun(config: Config, flags: RunFlags): RunPlan {
     if (id) args.sample_id = id;
   }
   const sampleOptions = buildSampleOptions(config, flags);
+  const localSandboxWarning = checkLocalSandbox(flags.sandbox, { policy, args, protocol: protocol !== undefined }, Boolean(flags.unsafeLocal));
   const plan: RunPlan = {
     taskName: flags.taskFile ? basename(flags.taskFile).replace(/\.(jsonl|txt)$/, '') : flags.env.map((e) => e.split(':').pop()).join('+') || 'ct',
     epochs: flags.epochs,
     policy: { name: policy, args },
     ...(protocol ? { protocol } : {}),
     sandbox: flags.sandbox,
+    ...(localSandboxWarning ? { localSandboxWarning } : {}),
+    unsafeLocal: Boolean(flags.unsafeLocal),
     sampleOptions,
     maxSamples: flags.maxSamples ?? defaultMaxSamples(),
     logDir: config.log_dir,

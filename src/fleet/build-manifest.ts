@@ -72,7 +72,7 @@ export async function buildFleetManifest(o: FleetManifestInput): Promise<{ manif
     code: { sha: o.code.sha, kind: o.code.kind, artifact_key: artifactKey(o.code.sha) },
     settings,
     extra_src: o.extraSrc.map((p) => ({ name: p.name, sha256: p.sha256 })),
-    sandbox: { spec: plan.sandbox, ...(o.workerSetup ? { worker_setup: o.workerSetup } : {}) },
+    sandbox: { spec: plan.sandbox, ...(o.workerSetup ? { worker_setup: o.workerSetup } : {}), ...(plan.unsafeLocal && plan.sandbox === 'local' ? { unsafe_local: true as const } : {}) },
     jobs,
   };
   const xsHash = extraSrcHash(o.extraSrc);

@@ -26,7 +26,7 @@ import type { FleetProgress } from './fleet-progress.js';
 import type { FleetLauncher } from './launcher.js';
 import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
 import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
-import { isMonitorManifest, type AnyJob, type AnyManifest, type ErrorMarker, type Manifest, type ParsedJobMessage } from './protocol.js';
+import { REJECTED_EXCERPT_CHARS, isMonitorManifest, jobMismatch, parseMessage, rejectedMessageSchema, type AnyJob, type AnyManifest, type ErrorMarker, type Manifest, type ParsedJobMessage } from './protocol.js';
 import { queueUnfinished } from './queue-ledger.js';
 import { Watchdog } from './watchdog.js';
 import { backstopReceiveCount, type Delivery, type JobQueue, type ResultStore } from './types.js';
@@ -149,7 +149,23 @@ export interface RunFleetResult {
   launched: string[];
   /** Jobs dead-lettered during this run. */
   dead: DeadJob[];
+  /** Work messages refused unrun (forged, damaged, too large, not a job of the manifest), as found on the DLQ during this run. */
+  rejected: RejectedReport[];
   merge?: MergeOutcome;
+}
+
+/** A work message no worker ran, and why (reported by the controller; the fleet goes on without it). */
+export interface RejectedReport {
+  /** The refused message's SQS id. */
+  message_id: string;
+  reason: string;
+  /** The job id it named, if any: no result is ever stored for it on this message's account. */
+  job_id?: string;
+  /** The worker that refused it (absent: SQS's backstop moved it). */
+  worker?: string;
+  bytes: number;
+  /** The body's first characters. */
+  excerpt: string;
 }
 
 /** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
@@ -177,6 +193,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const attempts = new Map<string, { workers: string[]; error: string; attempts: number }>();
   const dead: DeadJob[] = [];
   const seenUnreadable = new Set<string>();
+  const rejected: RejectedReport[] = [];
   const seenDone = new Set<string>();
   /** Workers that reported, by name, with when (external fleets show how many are at work). */
   const reporters = new Map<string, number>();
@@ -283,7 +300,9 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     show();
   }
 
-  const result: RunFleetResult = { end, enqueued: sent, retried: retry.length, launched: o.launcher.names(), dead };
+  // Messages refused after the last check are reported too (the queues go with the fleet).
+  if (end === 'complete' && remaining.length > 0) await step('reading the dead-letter queue', () => drainDeadLetters());
+  const result: RunFleetResult = { end, enqueued: sent, retried: retry.length, launched: o.launcher.names(), dead, rejected };
   if (end !== 'complete') {
     await o.launcher.stopAll();
     events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
@@ -437,12 +456,15 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       const fresh = got.filter((m) => !seenUnreadable.has(m.messageId));
       if (fresh.length === 0) return;
       for (const m of fresh) {
-        const job = m.message && m.message.fleet_id === manifest.fleet_id ? jobsById.get(m.message.job.job_id) : undefined;
+        const mismatch = m.message ? jobMismatch(m.message, manifest) : undefined;
+        const job = m.message && !mismatch ? jobsById.get(m.message.job.job_id) : undefined;
         if (!job) {
-          // Never run (another protocol version, another fleet): left in the DLQ, reported once.
+          // Never run and never a result (not even under a job id it names): left in the DLQ, reported once.
           seenUnreadable.add(m.messageId);
-          events.add('unreadable_message', { message_id: m.messageId, problem: m.problem ?? 'not a job of this fleet', body: m.body.slice(0, 500) });
-          progress.note(`a message the workers could not run was dead-lettered (never run): ${m.problem ?? m.body.slice(0, 120)}`);
+          const r = rejectedOf(m, mismatch);
+          rejected.push(r);
+          events.add('rejected_message', { ...r });
+          progress.note(`a work message was refused unrun and dead-lettered${r.job_id ? ` (it named job ${r.job_id})` : ''}: ${oneLine(r.reason)}`);
           continue;
         }
         if (!done.has(job.job_id) && !(await store.hasResult(job.job_id))) {
@@ -457,6 +479,26 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
         await forget('dead', () => queue.deleteDead(m.receiptHandle));
       }
     }
+  }
+
+  /**
+   * A dead letter that is no job of this fleet: a worker's record of a message it refused (the
+   * reason, the message, the worker), or a message SQS's backstop moved there unread.
+   */
+  function rejectedOf(m: Delivery<ParsedJobMessage>, mismatch: string | undefined): RejectedReport {
+    const record = m.message ? undefined : parseMessage(rejectedMessageSchema, m.body);
+    if (record && 'message' in record && record.message.fleet_id === manifest.fleet_id) {
+      const x = record.message.rejected;
+      return { message_id: x.message_id, reason: x.reason, ...(x.job_id !== undefined ? { job_id: x.job_id } : {}), worker: x.worker, bytes: x.bytes, excerpt: x.excerpt };
+    }
+    const jobId = m.message?.job.job_id;
+    return {
+      message_id: m.messageId,
+      reason: mismatch ?? m.problem ?? 'not a job of this fleet',
+      ...(jobId !== undefined ? { job_id: jobId } : {}),
+      bytes: Buffer.byteLength(m.body, 'utf8'),
+      excerpt: m.body.slice(0, REJECTED_EXCERPT_CHARS),
+    };
   }
 
   /** What a dead letter says of its job: the worker's reason and history, or (SQS's backstop) what this controller heard. */

@@ -12,6 +12,7 @@ import type { Config } from '../config/config.js';
 import { readDotenvFile } from '../config/dotenv-file.js';
 import { ConfigError, errorMessage } from '../errors.js';
 import { runSamplePool } from '../eval/sample-pool.js';
+import { checkLocalSandbox } from '../sandbox/local/local-provider.js';
 import { ModelRegistry } from '../models/model-registry.js';
 import { createRunPolicy } from '../control/protocols.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
@@ -46,6 +47,9 @@ export interface EvalJobHandlerOptions {
 /** Prepares this worker for an eval fleet's jobs (settings, worker setup, policy). */
 export async function evalJobHandler(o: EvalJobHandlerOptions): Promise<JobHandler<EvalWork>> {
   const { manifest, config } = o;
+  // The controller's rule for an unisolated sandbox, applied again here: a worker runs what the manifest says.
+  const localWarning = checkLocalSandbox(manifest.sandbox.spec, { policy: manifest.policy.name, args: manifest.policy.args, protocol: manifest.protocol !== undefined }, manifest.sandbox.unsafe_local === true);
+  if (localWarning) o.log(`warning: ${localWarning}`);
   // Before any job: a worker that cannot get the pinned settings exits and leaves the jobs queued.
   const cacheDir = settingsCacheDir(config);
   const dirs = await fetchPinnedSettings(manifest.settings, { cacheDir, git: o.git, cwd: o.cwd, log: o.log });

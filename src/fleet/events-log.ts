@@ -24,7 +24,7 @@ export type FleetEventKind =
   | 'superseded'
   // Error results a rerun queues again (--no-retry-errors keeps them).
   | 'retry'
-  | 'unreadable_message'
+  | 'rejected_message'
   | 'warning'
   | 'stopped'
   | 'merge'

@@ -7,7 +7,7 @@
  * so a forced stop can release them all.
  */
 import { errorMessage } from '../errors.js';
-import { MAX_HISTORY, MAX_HISTORY_ERROR, PROTOCOL_VERSION, type AttemptRecord, type DoneMessage, type ParsedJobMessage } from './protocol.js';
+import { MAX_HISTORY, MAX_HISTORY_ERROR, PROTOCOL_VERSION, REJECTED_EXCERPT_CHARS, type AttemptRecord, type DoneMessage, type ParsedJobMessage, type RejectedMessage } from './protocol.js';
 import type { Delivery, JobQueue } from './types.js';
 
 /** Longest wait before a failed job is offered again (seconds). */
@@ -16,7 +16,7 @@ const MAX_RETRY_DELAY_SECONDS = 300;
 const MAX_ERROR_CHARS = 4000;
 
 /** What became of the messages a worker handled, by outcome (the outcomes are described at worker.ts `JobOutcome`). */
-export type MessageCounts = Record<'ok' | 'skipped' | 'failed' | 'released' | 'unreadable' | 'preempted' | 'dead' | 'superseded', number>;
+export type MessageCounts = Record<'ok' | 'skipped' | 'failed' | 'released' | 'rejected' | 'preempted' | 'dead' | 'superseded', number>;
 
 export interface JobMessagesOptions {
   queue: JobQueue;
@@ -30,7 +30,7 @@ export interface JobMessagesOptions {
 }
 
 export class JobMessages {
-  readonly counts: MessageCounts = { ok: 0, skipped: 0, failed: 0, released: 0, unreadable: 0, preempted: 0, dead: 0, superseded: 0 };
+  readonly counts: MessageCounts = { ok: 0, skipped: 0, failed: 0, released: 0, rejected: 0, preempted: 0, dead: 0, superseded: 0 };
   /** Messages this worker holds (received, not yet deleted, released or handed back). */
   private readonly held = new Map<string, Delivery<ParsedJobMessage>>();
 
@@ -70,7 +70,39 @@ export class JobMessages {
       .catch((e) => this.o.log(`job ${d.job_id}: could not send its ${d.status} report: ${errorMessage(e)}`));
   }
 
-  /** Visible again at once (a message this worker cannot read: SQS's backstop dead-letters it). */
+  /**
+   * A message that is not a runnable job of this fleet (unreadable, another protocol or fleet,
+   * unknown fields, too large, a job the manifest does not have or has otherwise): never run. It
+   * goes to the dead-letter queue at once as a record of why (the body cut to its first
+   * characters), the controller reports it, and the work message is deleted. If the record
+   * cannot be sent, the message is released and SQS's backstop redrive moves it later.
+   */
+  async reject(d: Delivery<ParsedJobMessage>, reason: string): Promise<void> {
+    const jobId = d.message?.job.job_id ?? jobIdOfBody(d.body);
+    const record: RejectedMessage = {
+      version: PROTOCOL_VERSION,
+      fleet_id: this.o.fleetId,
+      rejected: {
+        reason: reason.slice(0, MAX_HISTORY_ERROR),
+        message_id: d.messageId,
+        worker: this.o.workerName,
+        ...(jobId !== undefined ? { job_id: jobId } : {}),
+        bytes: Buffer.byteLength(d.body, 'utf8'),
+        excerpt: d.body.slice(0, REJECTED_EXCERPT_CHARS),
+      },
+    };
+    this.counts.rejected++;
+    try {
+      await this.o.queue.deadLetter(record);
+    } catch (e) {
+      this.o.log(`message ${d.messageId}: could not move it to the dead-letter queue (released; SQS moves it after its backstop receive count): ${errorMessage(e)}`);
+      return this.release(d);
+    }
+    this.held.delete(d.receiptHandle);
+    await this.o.queue.delete(d.receiptHandle).catch((e) => this.o.log(`message ${d.messageId}: could not delete it after dead-lettering it (it is refused again): ${errorMessage(e)}`));
+  }
+
+  /** Visible again at once (a forced stop, or a refused message whose dead-letter record could not be sent). */
   async release(d: Delivery<ParsedJobMessage>): Promise<void> {
     this.held.delete(d.receiptHandle);
     await this.o.queue.release(d.receiptHandle).catch((e) => this.o.log(`message ${d.messageId}: could not hand it back (offered again when its visibility passes): ${errorMessage(e)}`));
@@ -148,4 +180,14 @@ export class JobMessages {
 
 export function firstLine(s: string): string {
   return s.split('\n')[0]!.slice(0, 200);
+}
+
+/** The job id an unparsed body names (`job.job_id`, when it is a short string), for a refused message's record. */
+function jobIdOfBody(body: string): string | undefined {
+  try {
+    const id = (JSON.parse(body) as { job?: { job_id?: unknown } } | null)?.job?.job_id;
+    return typeof id === 'string' ? id.slice(0, 200) : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -3,7 +3,7 @@
  * same semantics as `SqsJobQueue` (test/fleet/job-queue-conformance runs against both), so the
  * controller's and the worker's logic can be tested in milliseconds.
  */
-import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage, type ParsedJobMessage } from './protocol.js';
+import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage, type ParsedJobMessage, type RejectedMessage } from './protocol.js';
 import type { MemoryReceived, MemorySqs } from './memory-sqs.js';
 import { attributeChanges, queueAttributes, type QueueRole } from './sqs-job-queue.js';
 import { SQS_BATCH, type Delivery, type JobQueue, type QueueCreation, type QueueDepth, type QueueSettings, type ReceiveOptions } from './types.js';
@@ -44,15 +44,23 @@ export class MemoryJobQueue implements JobQueue {
 
   async enqueue(jobs: readonly JobMessage[], o: { delaySeconds?: number } = {}): Promise<{ sent: number; failed: number }> {
     const name = this.names.workQueue;
-    for (const j of jobs) this.sqs.send(name, JSON.stringify(j), o.delaySeconds);
-    return { sent: jobs.length, failed: 0 };
+    let failed = 0;
+    for (const j of jobs) {
+      try {
+        this.sqs.send(name, JSON.stringify(j), o.delaySeconds);
+      } catch {
+        // As SQS refuses an entry of a batch (a body over its limit): counted, not thrown.
+        failed++;
+      }
+    }
+    return { sent: jobs.length - failed, failed };
   }
 
   receive(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]> {
     return this.receiveFrom('work', jobMessageSchema, o);
   }
 
-  async deadLetter(job: JobMessage): Promise<void> {
+  async deadLetter(job: JobMessage | RejectedMessage): Promise<void> {
     this.sqs.send(this.names.deadLetterQueue, JSON.stringify(job));
   }
 

@@ -10,6 +10,9 @@
 import { randomUUID } from 'node:crypto';
 import { CloudError } from '../errors.js';
 
+/** SQS's largest message body, in bytes (256 KiB): a larger send fails, as on AWS. */
+export const SQS_MAX_BODY_BYTES = 262_144;
+
 /** How often a waiting long poll looks again, in ms (small against the seconds tests scale visibility to). */
 const POLL_MS = 20;
 
@@ -75,7 +78,11 @@ export class MemorySqs {
 
   /** Sends a message, invisible for `delaySeconds` (SQS's DelaySeconds). */
   send(name: string, body: string, delaySeconds = 0): void {
-    this.queue(name).messages.push({ id: randomUUID(), body, receiveCount: 0, visibleAt: delaySeconds > 0 ? this.now() + delaySeconds * 1000 : 0 });
+    const q = this.queue(name);
+    if (Buffer.byteLength(body, 'utf8') > SQS_MAX_BODY_BYTES) {
+      throw new CloudError(`sending a message: InvalidParameterValue: the body must be at most ${SQS_MAX_BODY_BYTES} bytes`, false, { code: 'InvalidParameterValue', status: 400 });
+    }
+    q.messages.push({ id: randomUUID(), body, receiveCount: 0, visibleAt: delaySeconds > 0 ? this.now() + delaySeconds * 1000 : 0 });
   }
 
   /** Long-polls up to `max` messages for up to `waitSeconds`. */

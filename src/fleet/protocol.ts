@@ -121,6 +121,8 @@ export const manifestSchema = z.object({
     spec: z.string().min(1),
     /** `--worker-setup <basename>/<path>`: run as root after unpacking extra-src, before taking jobs. */
     worker_setup: z.object({ path: z.string().min(1), sha256: z.string().regex(SHA256) }).optional(),
+    /** `--unsafe-local` was given: a `local` sandbox may run an agent other than the built-in `test` policy (workers check, as the controller did). */
+    unsafe_local: z.literal(true).optional(),
   }),
   /** EC2 workers' instance type (absent for local and external workers). */
   instance_type: z.string().optional(),
@@ -207,8 +209,17 @@ export function parseManifest(json: string, fleetId: string): AnyManifest {
   return r.data;
 }
 
-/** Parses a queue message body: the message, or why it cannot be run here (such a message is left for the DLQ). */
+/**
+ * Largest message body ct reads, in bytes (128 KiB). What ct writes stays far below it: a job,
+ * MAX_HISTORY errors of MAX_HISTORY_ERROR characters and a dead reason come to at most about 75 KB
+ * even when every character is escaped, so a larger body (SQS takes up to 256 KiB) is not ct's.
+ */
+export const MAX_MESSAGE_BYTES = 128 * 1024;
+
+/** Parses a queue message body: the message, or why it cannot be run here (a worker moves such a message to the DLQ unrun). */
 export function parseMessage<T>(schema: z.ZodType<T>, body: string): { message: T } | { problem: string } {
+  const bytes = Buffer.byteLength(body, 'utf8');
+  if (bytes > MAX_MESSAGE_BYTES) return { problem: `the message body is ${bytes} bytes, more than the ${MAX_MESSAGE_BYTES} a fleet message can be` };
   let raw: unknown;
   try {
     raw = JSON.parse(body);
@@ -245,21 +256,72 @@ export type AttemptRecord = z.infer<typeof attemptRecordSchema>;
  * worker reports keeps the message (its next receive counts one more), and so does a worker
  * that died (its visibility ran out). SQS's own maxReceiveCount sits above ct's limit as a backstop.
  */
-export const jobMessageSchema = z.object({
+export const jobMessageSchema = z.strictObject({
   version: z.literal(PROTOCOL_VERSION),
   fleet_id: z.string().min(1),
-  job: anyJobSchema,
+  /** Strict: a field this protocol does not have means another writer, and the message is not run. */
+  job: z.union([jobSchema.strict(), monitorJobSchema.strict()]),
   /** The controller's enqueue generation this message belongs to (see `QueueLedger`). */
   ticket: z.number().int().min(1),
   /** Attempts spent by earlier messages of this job (failed or died; hand-backs are not attempts). */
   attempts: z.number().int().min(0).default(0),
   /** The failures reported so far, oldest first (at most MAX_HISTORY). */
-  history: z.array(attemptRecordSchema).default([]),
+  history: z.array(attemptRecordSchema.strict()).max(MAX_HISTORY).default([]),
   /** Set when a worker moved the job to the dead-letter queue: why (its attempts are spent). */
-  dead: z.object({ reason: z.string(), attempts: z.number().int().min(0) }).optional(),
+  dead: z.strictObject({ reason: z.string(), attempts: z.number().int().min(0) }).optional(),
 });
 export type JobMessage = z.input<typeof jobMessageSchema>;
 export type ParsedJobMessage = z.infer<typeof jobMessageSchema>;
+
+/**
+ * Why a job message cannot be a job of this fleet: another fleet's id, a job id the manifest does
+ * not list, or a job whose fields differ from the manifest's job of that id (sample, epoch,
+ * input, ...). Undefined when it matches. The manifest, not the message, says what a job is: a
+ * message that disagrees with it was not written by this fleet's controller.
+ */
+export function jobMismatch(m: Pick<ParsedJobMessage, 'fleet_id' | 'job'>, manifest: AnyManifest): string | undefined {
+  if (m.fleet_id !== manifest.fleet_id) return `a job of fleet ${short(m.fleet_id)}, not ${manifest.fleet_id}`;
+  const want = (manifest.jobs as AnyJob[]).find((j) => j.job_id === m.job.job_id);
+  if (!want) return `job ${short(m.job.job_id)} is not in the fleet's manifest`;
+  const keys = new Set([...Object.keys(want), ...Object.keys(m.job)]);
+  const differ = [...keys].filter((k) => (want as Record<string, unknown>)[k] !== (m.job as Record<string, unknown>)[k]);
+  if (differ.length === 0) return undefined;
+  const val = (v: unknown) => (v === undefined ? 'none' : short(JSON.stringify(v)));
+  return `job ${m.job.job_id} differs from the manifest's job of that id (${differ
+    .map((k) => `${k}: ${val((m.job as Record<string, unknown>)[k])}, manifest ${val((want as Record<string, unknown>)[k])}`)
+    .join('; ')})`;
+}
+
+/** A value from a message, cut for a reason line. */
+function short(s: string): string {
+  return s.length > 80 ? `${s.slice(0, 80)}...` : s;
+}
+
+/** Characters of a refused message's body its dead-letter record keeps. */
+export const REJECTED_EXCERPT_CHARS = 500;
+
+/**
+ * What a worker puts on the dead-letter queue for a work message it refused to run (not JSON,
+ * another protocol version, unknown fields, too large, not a job of this fleet's manifest): the
+ * reason and the first characters of the body, never the body itself (it may be near SQS's limit).
+ */
+export const rejectedMessageSchema = z.strictObject({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  rejected: z.strictObject({
+    reason: z.string(),
+    /** The refused message's SQS id. */
+    message_id: z.string(),
+    /** The worker that refused it. */
+    worker: z.string(),
+    /** The job id the body named, when it named one. */
+    job_id: z.string().optional(),
+    /** The body's size in bytes, and its first REJECTED_EXCERPT_CHARS characters. */
+    bytes: z.number().int().min(0),
+    excerpt: z.string(),
+  }),
+});
+export type RejectedMessage = z.infer<typeof rejectedMessageSchema>;
 
 /**
  * What the controllers of a fleet queued, at `{fleet_id}/queue-ledger.json`. A controller writes

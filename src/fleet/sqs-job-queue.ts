@@ -19,7 +19,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { CloudError, awsErrorName, cloudError, isRetryable } from '../errors.js';
 import { backoffDelays, sleep } from '../host/backoff.js';
-import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage, type ParsedJobMessage } from './protocol.js';
+import { doneMessageSchema, fleetNames, jobMessageSchema, parseMessage, type DoneMessage, type FleetNames, type JobMessage, type ParsedJobMessage, type RejectedMessage } from './protocol.js';
 import { SQS_BATCH, type Delivery, type JobQueue, type QueueCreation, type QueueDepth, type QueueSettings, type ReceiveOptions } from './types.js';
 import type { z } from 'zod';
 
@@ -122,7 +122,7 @@ export class SqsJobQueue implements JobQueue {
     return this.receiveFrom('work', jobMessageSchema, o);
   }
 
-  async deadLetter(job: JobMessage): Promise<void> {
+  async deadLetter(job: JobMessage | RejectedMessage): Promise<void> {
     const url = await this.url('dead');
     await this.call('moving a job to the dead-letter queue', () => this.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify(job) })));
   }

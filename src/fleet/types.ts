@@ -28,7 +28,7 @@
  *
  * Delivery is at least once (SQS), results exactly once (conditional writes keyed by job id).
  */
-import type { AnyManifest, DoneMessage, ErrorMarker, JobMessage, ParsedJobMessage, QueueLedger } from './protocol.js';
+import type { AnyManifest, DoneMessage, ErrorMarker, JobMessage, ParsedJobMessage, QueueLedger, RejectedMessage } from './protocol.js';
 
 /**
  * A job's state as the controller sees it:
@@ -94,7 +94,7 @@ export function backstopReceiveCount(maxAttempts: number): number {
 
 /** One received message. `message` is undefined when the body is not a message this ct can run. */
 export interface Delivery<T> {
-  /** The parsed message, or undefined (see `problem`): such a message is never run, it goes to the DLQ. */
+  /** The parsed message, or undefined (see `problem`): such a message is never run; a worker moves it to the DLQ with the reason. */
   message?: T;
   /** Why the body could not be parsed (e.g. another protocol version), when `message` is undefined. */
   problem?: string;
@@ -145,8 +145,8 @@ export interface JobQueue {
   enqueue(jobs: readonly JobMessage[], o?: { delaySeconds?: number }): Promise<{ sent: number; failed: number }>;
   /** Up to `max` jobs from the work queue, each invisible for the queue's visibility timeout. */
   receive(o: ReceiveOptions): Promise<Delivery<ParsedJobMessage>[]>;
-  /** Puts a job whose attempts are spent on the dead-letter queue (the caller then deletes its work message). */
-  deadLetter(job: JobMessage): Promise<void>;
+  /** Puts a job whose attempts are spent, or the record of a message refused unrun, on the dead-letter queue (the caller then deletes its work message). */
+  deadLetter(job: JobMessage | RejectedMessage): Promise<void>;
   /** Heartbeat: the job stays invisible for `seconds` from now. */
   extend(receiptHandle: string, seconds: number): Promise<void>;
   /** Makes a job visible again at once (a stopping worker hands back what it took but did not start). */

@@ -23,8 +23,12 @@
  *   local run, and is marked as an error result (`errors/`) so a rerun retries it.
  * - Before starting a sandbox it checks the message's generation against the queue ledger: a
  *   message a resumed controller superseded is dropped unrun.
- * - A message it cannot read (another protocol version, another fleet, not JSON) is never run and
- *   never deleted: it is handed back at once and SQS dead-letters it.
+ * - A message that is not a runnable job of this fleet is never run: not JSON, another protocol
+ *   version, fields the protocol does not have, a body over MAX_MESSAGE_BYTES, another fleet's id,
+ *   a job id the manifest does not list or a job that differs from the manifest's job of that id,
+ *   spent attempts or a generation no controller of this fleet wrote. It goes to the dead-letter
+ *   queue at once as a record of the reason (`JobMessages.reject`), which the controller reports;
+ *   no result is ever stored for it.
  * - First SIGTERM/SIGINT (or, with `parentGone`, its controller's death): no new receives;
  *   messages taken but not started, and running samples once cancelled (sandboxes removed), are
  *   handed back as fresh messages that spend no attempt. Second: release everything held (no
@@ -51,7 +55,7 @@ import { JobSource } from './job-source.js';
 import type { JobHandler, JobItem } from './job-handler.js';
 import { Lease } from './lease.js';
 import { JobMessages, type MessageCounts } from './job-messages.js';
-import { isMonitorManifest, ticketIsCurrent, type AnyManifest, type Manifest, type ParsedJobMessage } from './protocol.js';
+import { isMonitorManifest, jobMismatch, ticketIsCurrent, type AnyManifest, type Manifest, type ParsedJobMessage } from './protocol.js';
 import type { Delivery, JobQueue, ResultStore } from './types.js';
 
 export interface WorkerOptions {
@@ -97,7 +101,7 @@ export type WorkerStop = 'done' | 'fleet-gone' | 'stopped' | 'preempted';
  * - dead: its attempts are spent: moved to the dead-letter queue with its history;
  * - superseded: a message of an earlier generation (a resumed controller queued the job again): dropped unrun;
  * - released: the worker is stopping: handed back as a fresh message (no attempt spent);
- * - unreadable: not a job this worker can run: handed back for the dead-letter queue;
+ * - rejected: not a runnable job of this fleet (forged, damaged, too large): moved to the dead-letter queue unrun, with the reason;
  * - preempted: running when the spot instance was about to go: queued again as a fresh message.
  */
 export type JobOutcome = keyof MessageCounts;
@@ -151,20 +155,22 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   const take = async (d: Delivery<ParsedJobMessage>): Promise<Item | undefined> => {
     messages.hold(d);
     const startedAt = Date.now();
-    const problem = d.problem ?? (d.message && d.message.fleet_id !== manifest.fleet_id ? `a job of fleet ${d.message.fleet_id}, not ${manifest.fleet_id}` : undefined);
-    if (!d.message || problem) {
-      // Never run, never deleted: SQS dead-letters it after its backstop receive count.
-      await messages.release(d);
-      counts.unreadable++;
-      o.log(`message ${d.messageId} not run (receive ${d.receiveCount}): ${problem ?? 'unreadable'}`);
+    const refuse = async (problem: string) => {
+      await messages.reject(d, problem);
+      o.log(`message ${d.messageId} not run (receive ${d.receiveCount}): ${problem}; moved to the dead-letter queue`);
       return undefined;
-    }
+    };
+    const problem = d.problem ?? (d.message ? notRunnable(d.message, manifest) : 'unreadable');
+    if (!d.message || problem) return refuse(problem ?? 'unreadable');
     const m = d.message;
     const job = m.job;
     const attempt = messages.attemptOf(d);
     try {
+      const ledger = await store.getLedger();
+      // Controllers write a generation to the ledger before sending any message of it.
+      if (ledger && m.ticket > ledger.generation) return refuse(`its generation ${m.ticket} is newer than any a controller of this fleet queued (${ledger.generation})`);
       // A message of a superseded generation: its job has a newer message (or a result); dropped unrun.
-      if (!ticketIsCurrent(await store.getLedger(), job.job_id, m.ticket)) {
+      if (!ticketIsCurrent(ledger, job.job_id, m.ticket)) {
         await messages.remove(d);
         counts.superseded++;
         await messages.report({ job_id: job.job_id, status: 'superseded', attempt, seconds: 0 });
@@ -313,9 +319,23 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   else if (session.signal.aborted) stop = 'stopped';
   o.log(
     `worker ${o.workerName} stopped (${stop}): ${counts.ok} result(s), ${counts.skipped} already done, ${counts.failed} failed attempt(s), ${counts.dead} dead, ` +
-      `${counts.released} handed back, ${counts.superseded} superseded, ${counts.unreadable} unreadable message(s), ${counts.preempted} preempted`,
+      `${counts.released} handed back, ${counts.superseded} superseded, ${counts.rejected} refused message(s), ${counts.preempted} preempted`,
   );
   return { stopped: stop, exitCode: stop === 'stopped' ? session.stoppedExitCode : 0, jobs: counts };
+}
+
+/**
+ * Why a parsed work message is not a job this worker may run, or undefined: it must be a job of
+ * the manifest, as the manifest has it (`jobMismatch`), and carry only what ct writes into a work
+ * message: fewer spent attempts than the fleet allows (a message with none left is dead-lettered
+ * by the worker that spent the last), and no dead-letter record.
+ */
+function notRunnable(m: ParsedJobMessage, manifest: AnyManifest): string | undefined {
+  const mismatch = jobMismatch(m, manifest);
+  if (mismatch) return mismatch;
+  if (m.attempts >= manifest.max_attempts) return `it claims ${m.attempts} attempt(s) spent, but the fleet allows ${manifest.max_attempts}`;
+  if (m.dead) return 'a work message carrying a dead-letter record';
+  return undefined;
 }
 
 /**

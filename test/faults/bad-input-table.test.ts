@@ -86,6 +86,7 @@ const CASES: Case[] = [
   { name: 'malformed ssh:// sandbox', args: [...RUN, ...ONE, '--sandbox', 'ssh://'], message: /ssh:\/\// },
   { name: 'sandbox module export that does not exist', args: [...RUN, ...ONE, '--sandbox', '{dir}/prov.mjs:nothere'], files: { 'prov.mjs': 'export const other = 1;\n' }, message: /nothere/ },
   { name: 'local sandbox with a model policy', args: [...RUN, '-e', 'notes_app', '-t', 'fix_config', '--policy', 'honest', '--sandbox', 'local'], message: /--unsafe-local/ },
+  { name: 'local sandbox replaying a trajectory file', args: [...RUN, '-e', 'notes_app', '-t', 'fix_config', '--policy', 'replay', '-p', 'trajectory=t.jsonl', '--sandbox', 'local'], message: /trajectory file t\.jsonl.*--unsafe-local/s },
   {
     name: 'a compose file that does not parse',
     args: [...RUN, '-e', 'notes_app', '-t', 'fix_config', '--policy', 'test'],

@@ -246,9 +246,9 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.deepEqual(log!.samples.map((s) => s.id), ['notes_app:create_greeting']);
     const worker = readFileSync(join(logDir, 'fleet', fleetId, 'worker-1.log'), 'utf8');
-    assert.match(worker, /not run \(receive 1\): .*protocol version 99/);
+    assert.match(worker, /not run \(receive 1\): .*protocol version 99.*moved to the dead-letter queue/);
     assert.doesNotMatch(worker, /from-the-future started/);
     const events = readEvents(readFileSync(join(logDir, 'fleet', fleetId, 'events.jsonl'), 'utf8'));
-    assert.ok(events.some((e) => e.event === 'unreadable_message'), 'dead-lettered and reported');
+    assert.ok(events.some((e) => e.event === 'rejected_message'), 'dead-lettered and reported');
   });
 });

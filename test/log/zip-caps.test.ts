@@ -2,7 +2,7 @@
  * Zip bombs and unsafe archives: every zip ct reads is held to the archive caps (entries, bytes
  * per member, bytes in all) and refuses `..`, absolute and backslashed member names. A user's
  * file over the caps exits 2 quickly with bounded memory; a fleet result over them fails its own
- * job while the others merge. No Docker: the replay runs with `--sandbox local`.
+ * job while the others merge. No Docker: the replay runs with `--sandbox local --unsafe-local` (the trajectory is the test's own).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -91,7 +91,7 @@ describe('archive caps at the defaults: a 3 GiB bomb is refused fast with bounde
     const bomb = await bombLog('bomb-3g.eval', { id: 'b', expandsMiB: 3 * 1024 });
     const size = readFileSync(bomb).length;
     assert.ok(size < 5 * MiB, `the bomb is small on disk (${size} bytes)`);
-    const r = await ctMeasured(['run', 'eval', '-e', 'notes_app', '-t', 'fix_config', '--sandbox', 'local', '--policy', 'replay', '--trajectory', `${bomb}#b`, '--log-dir', join(work, 'logs'), '--quiet']);
+    const r = await ctMeasured(['run', 'eval', '-e', 'notes_app', '-t', 'fix_config', '--sandbox', 'local', '--unsafe-local', '--policy', 'replay', '--trajectory', `${bomb}#b`, '--log-dir', join(work, 'logs'), '--quiet']);
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /bomb-3g\.eval/);
     assert.match(r.stderr, /declares 3(\.0)? GiB, past 512 MiB \(archive\.max_entry_bytes\)/);
@@ -102,7 +102,7 @@ describe('archive caps at the defaults: a 3 GiB bomb is refused fast with bounde
 
   test('a bomb whose header lies (declares 1 MiB, expands to 3 GiB) is cut off where its header says', async () => {
     const bomb = await bombLog('bomb-liar.eval', { id: 'b', expandsMiB: 3 * 1024, declares: MiB });
-    const r = await ctMeasured(['run', 'eval', '-e', 'notes_app', '-t', 'fix_config', '--sandbox', 'local', '--policy', 'replay', '--trajectory', `${bomb}#b`, '--log-dir', join(work, 'logs'), '--quiet']);
+    const r = await ctMeasured(['run', 'eval', '-e', 'notes_app', '-t', 'fix_config', '--sandbox', 'local', '--unsafe-local', '--policy', 'replay', '--trajectory', `${bomb}#b`, '--log-dir', join(work, 'logs'), '--quiet']);
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /bomb-liar\.eval.*expands past the 1048576 bytes its header declares/);
     assert.ok(r.seconds < 10, `refused in ${r.seconds.toFixed(1)} s`);

@@ -79,7 +79,8 @@ describe('long bash commands run on every exec path, up to the documented limit'
     ['the exec channel', () => []],
     ['plain docker exec', () => ['--no-exec-channel']],
     ['Docker over SSH', () => ['--sandbox', `ssh://${sshd.user}@127.0.0.1:${sshd.port}`, '--ssh-key', sshd.clientKeyFile]],
-    ['the local sandbox', () => ['--sandbox', 'local']],
+    // A replayed trajectory is not this machine's own code: the local sandbox runs it only with --unsafe-local.
+    ['the local sandbox', () => ['--sandbox', 'local', '--unsafe-local']],
   ];
   for (const [name, extra] of paths) {
     test(`through ${name}`, async () => {

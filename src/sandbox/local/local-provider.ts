@@ -27,28 +27,39 @@ import {
 } from '../types.js';
 
 /**
- * Policies whose commands come from the user, not from a model: `test` runs fixed commands,
- * `replay` the calls of a trajectory file the user chose. Every other policy (honest, attack,
- * obvious-attack, a `module:export` policy) is an untrusted agent writing its own commands.
+ * The one policy that is this machine's own code with no input from elsewhere: `test` (built
+ * into ct, fixed actions). Every other agent chooses commands from something else: a model
+ * (honest, attack, obvious-attack, or any agent under a protocol, where defer-to-trusted runs the
+ * trusted model's actions), a trajectory file (`replay`: whoever wrote the file chooses what
+ * runs), or code from outside ct (a `module:export` policy).
  */
-const USER_DRIVEN_POLICIES: readonly string[] = ['test', 'replay'];
+const OWN_CODE_POLICY = 'test';
+
+/** The agent of a run, as the local-sandbox check needs it. */
+export interface LocalSandboxAgent {
+  /** The policy's name (`--policy`, or `--untrusted-policy` under a protocol). */
+  policy: string;
+  args?: Record<string, string>;
+  /** Whether a `--protocol` wraps the policy. */
+  protocol?: boolean;
+}
 
 /**
  * Decides whether a run may use `--sandbox local`, whose commands run on this machine with no
  * isolation, as the invoking user. Returns the warning every such run prints (undefined for
- * other sandboxes); throws a ConfigError (exit 2) for a model policy unless `unsafeLocal`
- * (`--unsafe-local`) says the user accepts it.
+ * other sandboxes). Without `unsafeLocal` (`--unsafe-local`) only the built-in `test` policy
+ * runs; anything else is a ConfigError (exit 2) saying why and what to add.
  */
-export function checkLocalSandbox(sandbox: string, policy: string, unsafeLocal: boolean): string | undefined {
+export function checkLocalSandbox(sandbox: string, agent: LocalSandboxAgent, unsafeLocal: boolean): string | undefined {
   if (sandbox !== 'local') {
     if (unsafeLocal) throw new ConfigError('--unsafe-local only applies to --sandbox local');
     return undefined;
   }
   const who = `${userInfo().username} (uid ${process.getuid?.() ?? '?'})`;
-  if (!USER_DRIVEN_POLICIES.includes(policy) && !unsafeLocal) {
+  if (!unsafeLocal && (agent.policy !== OWN_CODE_POLICY || agent.protocol)) {
     throw new ConfigError(
       `--sandbox local runs the agent's commands directly on this machine as ${who}, with no isolation, ` +
-        `and policy ${policy} lets a model write those commands. Use --sandbox docker (the default), ` +
+        `and ${whoChooses(agent)}. Use --sandbox docker (the default), ` +
         'or add --unsafe-local if you accept that the agent can read and change anything you can.',
     );
   }
@@ -56,6 +67,17 @@ export function checkLocalSandbox(sandbox: string, policy: string, unsafeLocal: 
     `--sandbox local is not isolated: the agent's commands run directly on this machine as ${who} ` +
     'and can read and change anything that user can.'
   );
+}
+
+/** Who chooses the commands of an agent other than `test`, for the refusal. */
+function whoChooses(agent: LocalSandboxAgent): string {
+  if (agent.protocol) return `under --protocol a model's actions run (the untrusted policy's, or the trusted model's when it defers)`;
+  if (agent.policy === 'replay') {
+    const file = agent.args?.trajectory;
+    return `policy replay runs the commands recorded in ${file ? `the trajectory file ${file}` : 'a trajectory file'}, not code of this machine: whoever wrote the file chooses what runs here`;
+  }
+  if (agent.policy.includes(':')) return `policy ${agent.policy} is code from outside ct (module:export) that chooses the commands`;
+  return `policy ${agent.policy} lets a model write those commands`;
 }
 
 /**
