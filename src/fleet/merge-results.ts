@@ -8,9 +8,10 @@
  * which the fleet fixes: its manifest's creation time and its task id. So a controller killed
  * while merging leaves no partial log in the log dir, and a resumed one replaces, never adds.
  *
- * A result that is not a readable log (damaged, over the archive caps, unsafe member names) is
- * its job's failure, not the merge's: an error sample saying why takes its place, so the job
- * counts as failed (and a rerun retries it) while the other jobs merge.
+ * A result that is not a readable log (damaged, over the archive caps, unsafe member names), or
+ * not its job's (`resultMismatch`: another sample or epoch, more than one sample, another fleet's
+ * header), is its job's failure, not the merge's: an error sample saying why takes its place, so
+ * the job counts as failed (and a rerun retries it) while the other jobs merge.
  */
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -19,7 +20,7 @@ import { evalLogFileName } from '../log/eval-writer.js';
 import { finalStatus } from '../log/final-status.js';
 import { isoTimestamp } from '../log/timestamps.js';
 import type { EvalLog, EvalPlan, EvalSampleSummary, EvalSpec, EvalStatus } from '../log/types.js';
-import { badResultSample, oneSampleLog } from './one-sample-log.js';
+import { badResultSample, oneSampleLog, resultMismatch } from './one-sample-log.js';
 import type { AnyJob, Job, Manifest } from './protocol.js';
 import type { ResultStore } from './types.js';
 
@@ -99,6 +100,7 @@ export async function mergeFleetResults(o: {
     totalSamples: jobs.length,
     stats,
     status: 'success',
+    checkInput: (got, index) => resultMismatch(inputJobs[index]!, header, got),
     onBadInput: async (error, index, source) => {
       // The merge names a result it was given as bytes `input #N`; the sample names its job instead.
       const reason = error.message.startsWith(`${source}: `) ? error.message.slice(source.length + 2) : error.message;

@@ -10,7 +10,9 @@ import { EvalLogWriter } from '../log/eval-writer.js';
 import { finalStatus } from '../log/final-status.js';
 import { computeEvalResults, totalModelUsage } from '../log/metrics.js';
 import { isoTimestamp } from '../log/timestamps.js';
+import type { CheckedInput } from '../log/eval-merge.js';
 import type { EvalPlan, EvalSample, EvalSpec } from '../log/types.js';
+import { canonicalJson } from './fleet-id.js';
 import type { AnyJob, Manifest } from './protocol.js';
 
 /** The log header of a fleet run, from its manifest (the merged log's, and each one-sample log's). */
@@ -36,6 +38,48 @@ export function fleetLogHeader(m: Manifest, version: string): { spec: EvalSpec; 
   spec.created = m.created;
   spec.metadata = { ...spec.metadata, fleet_id: m.fleet_id };
   return { spec, plan: evalPlan(input) };
+}
+
+/**
+ * The parts of a fleet's log header a job's result must repeat exactly. Left out: the ids and
+ * version each `fleetLogHeader` call makes afresh (`eval_id`, `run_id`, `packages`).
+ */
+function specIdentity(spec: EvalSpec): unknown {
+  const m = spec.metadata ?? {};
+  return {
+    task: spec.task,
+    task_id: spec.task_id,
+    created: spec.created,
+    model: spec.model,
+    solver: spec.solver,
+    solver_args: spec.solver_args,
+    sample_ids: spec.dataset?.sample_ids,
+    epochs: spec.config?.epochs,
+    fleet_id: m.fleet_id,
+    ct_run_id: m.ct_run_id,
+    policy: m.policy,
+    policy_args: m.policy_args,
+    protocol: m.protocol,
+  };
+}
+
+/**
+ * Why a job's stored result is not that job's (undefined when it is): it must hold exactly one
+ * sample, the job's (id and epoch), under the fleet's header (task, task id, model, policy, fleet
+ * id). The archive caps bound its sizes before this runs.
+ */
+export function resultMismatch(job: AnyJob, header: { spec: EvalSpec }, got: CheckedInput): string | undefined {
+  if (got.entries.length !== 1) return `it holds ${got.entries.length} samples, not 1`;
+  if (got.summaries.length > 1) return `it summarises ${got.summaries.length} samples, not 1`;
+  const want = `sample ${job.sample_id} epoch ${job.epoch}`;
+  for (const s of [got.entries[0]!, ...got.summaries]) {
+    if (String(s.id) !== job.sample_id || s.epoch !== job.epoch) return `it holds sample ${s.id} epoch ${s.epoch}, not ${want}`;
+  }
+  const expected = specIdentity(header.spec) as Record<string, unknown>;
+  const actual = specIdentity(got.header.eval) as Record<string, unknown>;
+  const differ = Object.keys(expected).filter((k) => canonicalJson(expected[k] ?? null) !== canonicalJson(actual[k] ?? null));
+  if (differ.length) return `its header is not this fleet's (${differ.join(', ')} differ)`;
+  return undefined;
 }
 
 /** A finished one-sample log of `sample`, as bytes. */

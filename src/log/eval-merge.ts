@@ -14,9 +14,10 @@
  * Inputs are untrusted (a worker's upload): each is held to the archive caps, and each sample is
  * inflated once, without being kept, before its stored bytes are copied, so the merged log never
  * carries a bomb or a corrupt member. An input that is not a readable log fails alone when the
- * caller says what takes its place (`onBadInput`).
+ * caller says what takes its place (`onBadInput`); so does one the caller refuses (`checkInput`:
+ * e.g. a result whose header or sample is not the one it was asked for).
  */
-import { EvalLogFormatError, readSampleFrom, readSummariesFrom, sampleEntriesOf } from './eval-reader.js';
+import { EvalLogFormatError, readHeaderFrom, readSampleFrom, readSummariesFrom, sampleEntriesOf, type SampleEntry } from './eval-reader.js';
 import { EvalLogWriter, sampleMemberName, type FinishOptions } from './eval-writer.js';
 import { sampleSummary } from './sample-summary.js';
 import { type EvalError, type EvalLog, type EvalPlan, type EvalSampleSummary, type EvalSpec } from './types.js';
@@ -54,10 +55,28 @@ export interface MergeEvalLogsOptions {
    * leave it out. Without it, such an input stops the merge.
    */
   onBadInput?: (error: Error, inputIndex: number, source: string) => Promise<MergeInput | undefined>;
+  /**
+   * Checks an input before any of its samples is read: its header, its sample members and their
+   * summaries. A reason (a string) refuses it, and it is then a bad input (`onBadInput`).
+   */
+  checkInput?: (input: CheckedInput, inputIndex: number) => string | undefined;
   /** Inputs opened ahead of the one being written (default `DEFAULT_READ_AHEAD`). */
   readAhead?: number;
   /** See `EvalLogWriterOptions.checkpointSeconds`. */
   checkpointSeconds?: number;
+}
+
+/** What `checkInput` sees of an input. */
+export interface CheckedInput {
+  header: EvalLog;
+  /** Sample members, in the order written. */
+  entries: SampleEntry[];
+  summaries: EvalSampleSummary[];
+}
+
+/** An input `checkInput` refused; its message is the reason. */
+export class RefusedInputError extends Error {
+  override readonly name = 'RefusedInputError';
 }
 
 /** Inputs read ahead by default: enough to overlap file reads with writing, few enough to stay small. */
@@ -89,7 +108,7 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
   const duplicates: MergeResult['duplicates'] = [];
   try {
     let index = 0;
-    const read = (input: MergeInput, source: string, inputIndex: number) => readOrReplace(input, source, inputIndex, o.onBadInput);
+    const read = (input: MergeInput, source: string, inputIndex: number) => readOrReplace(input, source, inputIndex, o.onBadInput, o.checkInput);
     for await (const { source, index: inputIndex, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++, read)) {
       for (const { entry, summary } of samples) {
         if (writer.has(summary.id, summary.epoch)) {
@@ -136,7 +155,7 @@ async function* readAhead(
 
 /** Whether `err` is the input's fault (its bytes), not the machine's or ct's. */
 function isBadInputError(err: unknown): err is Error {
-  return isBadArchiveError(err) || err instanceof EvalLogFormatError;
+  return isBadArchiveError(err) || err instanceof EvalLogFormatError || err instanceof RefusedInputError;
 }
 
 async function readOrReplace(
@@ -144,9 +163,10 @@ async function readOrReplace(
   source: string,
   index: number,
   onBadInput: MergeEvalLogsOptions['onBadInput'],
+  checkInput: MergeEvalLogsOptions['checkInput'],
 ): Promise<{ source: string; samples: ReadSample[] }> {
   try {
-    return await readInput(input, source);
+    return await readInput(input, source, checkInput && ((c) => checkInput(c, index)));
   } catch (err) {
     if (!onBadInput || !isBadInputError(err)) throw err;
     const instead = await onBadInput(err, index, source);
@@ -155,10 +175,11 @@ async function readOrReplace(
   }
 }
 
-async function readInput(input: MergeInput, source: string): Promise<{ source: string; samples: ReadSample[] }> {
+async function readInput(input: MergeInput, source: string, check?: (c: CheckedInput) => string | undefined): Promise<{ source: string; samples: ReadSample[] }> {
   const zip = typeof input === 'string' ? await ZipReader.open(input) : await ZipReader.fromBuffer(input, source);
   try {
-    const summaries = new Map((await readSummariesFrom(zip)).map((s) => [`${s.id}\u0000${s.epoch}`, s] as const));
+    const list = await readSummariesFrom(zip);
+    const summaries = new Map(list.map((s) => [`${s.id}\u0000${s.epoch}`, s] as const));
     const samples: ReadSample[] = [];
     for (const member of sampleEntriesOf(zip)) {
       const stored = zip.entry(member.name)!;
@@ -176,6 +197,11 @@ async function readInput(input: MergeInput, source: string): Promise<{ source: s
           method: stored.method,
         },
       });
+    }
+    // After the members are verified, so a damaged input is reported as damaged, not as foreign.
+    if (check) {
+      const refused = check({ header: await readHeaderFrom(zip), entries: sampleEntriesOf(zip), summaries: list });
+      if (refused !== undefined) throw new RefusedInputError(`${source}: ${refused}`);
     }
     return { source, samples };
   } finally {

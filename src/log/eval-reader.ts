@@ -118,6 +118,11 @@ export function readSampleFrom(zip: ZipReader, name: string): Promise<EvalSample
   return readMember(zip, name, EvalSampleSchema);
 }
 
+/** The header of an open zip (a running or crashed log's built from its start, as `readEvalLog` does). */
+export function readHeaderFrom(zip: ZipReader): Promise<EvalLog> {
+  return readHeader(zip);
+}
+
 async function readHeader(zip: ZipReader): Promise<EvalLog> {
   if (zip.has(HEADER_MEMBER)) return readMember(zip, HEADER_MEMBER, EvalLogSchema);
   if (!zip.has(START_MEMBER)) throw new EvalLogFormatError(`${zip.path} has neither ${HEADER_MEMBER} nor ${START_MEMBER}`);

@@ -1,0 +1,96 @@
+/**
+ * The merge holds each job's stored result to the manifest: one sample, the job's sample id and
+ * epoch, the fleet's header. A result that is not its job's (misplaced, another fleet's, edited
+ * header, extra samples) becomes that job's error sample with the reason; the other jobs merge.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { mergeFleetResults } from '../../src/fleet/merge-results.js';
+import { MemoryBucket, MemoryResultStore } from '../../src/fleet/memory-result-store.js';
+import { fleetLogHeader, oneSampleLog } from '../../src/fleet/one-sample-log.js';
+import { PROTOCOL_VERSION, type Job, type Manifest } from '../../src/fleet/protocol.js';
+import { readEvalLog } from '../../src/log/eval-reader.js';
+import { EvalLogWriter } from '../../src/log/eval-writer.js';
+import type { EvalPlan, EvalSample, EvalSpec } from '../../src/log/types.js';
+
+const work = mkdtempSync(join(tmpdir(), 'ct-result-checks-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+function manifest(fleetId: string, n: number): Manifest {
+  const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `env.task.e${i + 1}`, sample_id: 'env:task', setting: 'demo', env: 'env', main_task: 'task', epoch: i + 1 }));
+  return {
+    version: PROTOCOL_VERSION,
+    fleet_id: fleetId,
+    created: '2026-01-01T00:00:00.000Z',
+    task_name: 'checks',
+    epochs: n,
+    policy: { name: 'test', args: {} },
+    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 }, failOnError: false },
+    samples_per_worker: 2,
+    max_attempts: 3,
+    settings: [],
+    extra_src: [],
+    sandbox: { spec: 'docker' },
+    jobs,
+  };
+}
+
+function sample(id: string, epoch: number, main: 'C' | 'I' = 'I'): EvalSample {
+  const now = new Date().toISOString();
+  return {
+    id, epoch, input: 'x', target: '', messages: [], output: { model: 'none', choices: [], completion: '' },
+    scores: { linux_scorer: { value: { main_task_success: main }, history: [] } as never },
+    metadata: {}, store: {}, events: [], model_usage: {}, role_usage: {}, started_at: now, completed_at: now, total_time: 0, working_time: 0, attachments: {},
+  };
+}
+
+/** A finished log of several samples under `header`, as bytes. */
+async function logOf(samples: EvalSample[], header: { spec: EvalSpec; plan: EvalPlan }, name: string): Promise<Buffer> {
+  const writer = await EvalLogWriter.create({ logDir: work, spec: header.spec, plan: header.plan, fileName: name });
+  for (const s of samples) await writer.addSample(s);
+  const now = new Date().toISOString();
+  await writer.finish({ status: 'success', stats: { started_at: now, completed_at: now, model_usage: {}, role_usage: {}, connection_limit_history: [] } as never });
+  return readFileSync(writer.path);
+}
+
+describe('fleet results that are not their job\'s', () => {
+  test('each becomes its job\'s error sample saying why; the honest results merge', async () => {
+    const m = manifest('trustme', 7);
+    const header = fleetLogHeader(m, 'test');
+    const store = new MemoryResultStore(new MemoryBucket(), m.fleet_id);
+    const other = fleetLogHeader(manifest('another', 7), 'test');
+    const edited = fleetLogHeader(m, 'test');
+    edited.spec.model = 'openai/gpt-edited';
+    edited.spec.metadata = { ...edited.spec.metadata, policy_args: { cheat: true } };
+
+    await store.putResult('env.task.e1', await oneSampleLog(sample('env:task', 1), header));
+    await store.putResult('env.task.e2', await oneSampleLog(sample('other:task', 2, 'C'), header));
+    await store.putResult('env.task.e3', await oneSampleLog(sample('env:task', 1, 'C'), header));
+    await store.putResult('env.task.e4', await logOf([sample('env:task', 4, 'C'), sample('env:task', 9, 'C')], header, 'two.eval'));
+    await store.putResult('env.task.e5', await oneSampleLog(sample('env:task', 5, 'C'), other));
+    await store.putResult('env.task.e6', await oneSampleLog(sample('env:task', 6, 'C'), edited));
+    await store.putResult('env.task.e7', await oneSampleLog(sample('env:task', 7), header));
+
+    const out = await mergeFleetResults({ store, manifest: m, header, logDir: join(work, 'logs') });
+    assert.deepEqual(out.missing, []);
+    const byJob = new Map(out.rows.map((r) => [r.jobId, r]));
+    assert.equal(out.rows.length, 7);
+    assert.equal(byJob.get('env.task.e1')!.error, undefined);
+    assert.equal(byJob.get('env.task.e7')!.error, undefined);
+    assert.match(byJob.get('env.task.e2')!.error!, /not a usable log: it holds sample other:task epoch 2, not sample env:task epoch 2/);
+    assert.match(byJob.get('env.task.e3')!.error!, /not a usable log: it holds sample env:task epoch 1, not sample env:task epoch 3/);
+    assert.match(byJob.get('env.task.e4')!.error!, /not a usable log: it holds 2 samples, not 1/);
+    assert.match(byJob.get('env.task.e5')!.error!, /not a usable log: its header is not this fleet's \(.*fleet_id.*\)/);
+    assert.match(byJob.get('env.task.e6')!.error!, /not a usable log: its header is not this fleet's \(model, policy_args differ\)/);
+    // No refused result's score reaches the merged log: every job counted, five as errors.
+    for (const r of out.rows.filter((r) => r.error)) assert.equal(r.scores, undefined);
+
+    const log = await readEvalLog(out.path);
+    assert.equal(log.samples!.length, 7);
+    assert.deepEqual(log.samples!.filter((s) => s.error).map((s) => s.epoch).sort(), [2, 3, 4, 5, 6]);
+    assert.equal(log.results?.total_samples, 7);
+  });
+});
