@@ -9,6 +9,9 @@
  *                  those missing (an AMI has them all; stock Ubuntu 22.04 gets them from apt)
  *   install_node   Node 20 or later, from NodeSource when missing
  *   docker_login   the registry login stored in SSM, skipped when it is not there
+ *   block_container_imds
+ *                  drops container traffic to the instance metadata address (defence in depth
+ *                  beside the hop limit of 1, cloud/instance-metadata.ts)
  */
 export function bootstrapShellFunctions(o: { extraDocker?: string[] } = {}): string {
   const docker = ['docker.io', 'docker-compose-v2', ...(o.extraDocker ?? [])].join(' ');
@@ -40,6 +43,14 @@ docker_login() {
     return 0
   fi
   printf '%s' "$pat" | docker login --username "$name" --password-stdin
+}
+
+# Containers reach the network through FORWARD, where Docker jumps to DOCKER-USER first; Docker
+# creates that chain only when missing and never flushes it, so the rule holds whether dockerd
+# started before this or starts after. Added once (-C), however often the step runs.
+block_container_imds() {
+  iptables -N DOCKER-USER 2>/dev/null || true
+  iptables -C DOCKER-USER -d 169.254.169.254 -j DROP 2>/dev/null || iptables -I DOCKER-USER -d 169.254.169.254 -j DROP
 }
 `;
 }

@@ -31,6 +31,7 @@ import { checkInstanceType, describeInstance, resolveAmi, terminateInstance } fr
 import { ensureEgressOnlySecurityGroup } from './security-group.js';
 import { MANAGED_BY, TAGS, tagValue, toTags } from './tags.js';
 import { terminateOnExit } from './terminate-on-exit.js';
+import { INSTANCE_METADATA_OPTIONS } from './instance-metadata.js';
 
 /** Tag prefix of an image digest on a worker AMI: `ct:image:<image ref>` = `sha256:...`. */
 export const DIGEST_TAG_PREFIX = 'ct:image:';
@@ -135,7 +136,7 @@ export async function buildAmi(o: BuildAmiOptions): Promise<BuildAmiResult> {
           IamInstanceProfile: { Name: o.instanceProfile },
           // `stop`: the builder powers off when done and its stopped disk is imaged.
           InstanceInitiatedShutdownBehavior: 'stop',
-          MetadataOptions: { HttpTokens: 'required', HttpEndpoint: 'enabled' },
+          MetadataOptions: INSTANCE_METADATA_OPTIONS,
           UserData: Buffer.from(userData).toString('base64'),
           BlockDeviceMappings: [{ DeviceName: '/dev/sda1', Ebs: { VolumeSize: o.rootVolumeGb, VolumeType: 'gp3', DeleteOnTermination: true } }],
           TagSpecifications: [

@@ -11,6 +11,7 @@ import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { CancelledError, CloudError, ConfigError, awsErrorName, cloudError } from '../errors.js';
 import { sleep } from '../host/backoff.js';
 import { toTags } from './tags.js';
+import { INSTANCE_METADATA_OPTIONS } from './instance-metadata.js';
 
 /** How often an instance's state is polled while it starts. */
 const STATE_POLL_MS = 2_000;
@@ -78,7 +79,7 @@ export async function launchInstance(ec2: EC2Client, o: LaunchOptions): Promise<
         SecurityGroupIds: [o.securityGroupId],
         ...(o.subnetId ? { SubnetId: o.subnetId } : {}),
         InstanceInitiatedShutdownBehavior: 'terminate',
-        MetadataOptions: { HttpTokens: 'required', HttpEndpoint: 'enabled' },
+        MetadataOptions: INSTANCE_METADATA_OPTIONS,
         BlockDeviceMappings: [{ DeviceName: '/dev/sda1', Ebs: { VolumeSize: o.rootVolumeGb, VolumeType: 'gp3', DeleteOnTermination: true } }],
         TagSpecifications: [
           { ResourceType: 'instance', Tags: toTags(o.tags) },

@@ -20,6 +20,7 @@ import { CloudError, ConfigError, awsErrorName, cloudError, isCapacityError, isR
 import { backoffDelays, sleep } from '../host/backoff.js';
 import { MANAGED_BY, TAGS, toTags } from '../cloud/tags.js';
 import type { FleetLauncher } from './launcher.js';
+import { INSTANCE_METADATA_OPTIONS } from '../cloud/instance-metadata.js';
 
 export interface Ec2LauncherOptions {
   ec2: EC2Client;
@@ -127,7 +128,7 @@ export class Ec2Launcher implements FleetLauncher {
       ...(this.o.subnetId ? { SubnetId: this.o.subnetId } : {}),
       IamInstanceProfile: { Name: this.o.instanceProfile },
       InstanceInitiatedShutdownBehavior: 'terminate',
-      MetadataOptions: { HttpTokens: 'required', HttpEndpoint: 'enabled' },
+      MetadataOptions: INSTANCE_METADATA_OPTIONS,
       UserData: Buffer.from(this.o.userData).toString('base64'),
       BlockDeviceMappings: [{ DeviceName: '/dev/sda1', Ebs: { VolumeSize: this.o.rootVolumeGb, VolumeType: 'gp3', DeleteOnTermination: true } }],
       ...(spot ? { InstanceMarketOptions: { MarketType: 'spot', SpotOptions: { SpotInstanceType: 'one-time', InstanceInterruptionBehavior: 'terminate' } } } : {}),

@@ -131,6 +131,7 @@ build_code() {
 }
 
 step install-base install_base
+step block-container-imds block_container_imds
 step install-node install_node
 step fetch-code fetch_code
 step install-deps install_deps

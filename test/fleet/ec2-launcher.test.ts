@@ -123,6 +123,21 @@ test('spot capacity refused: the launch is made on-demand with a new client toke
   assert.equal(await launcher.alive(), 0);
 });
 
+test('workers answer metadata with session tokens only and a hop limit of 1, so no container reaches the role', async () => {
+  proxy.runInstances.length = 0;
+  proxy.refuse = () => false;
+  const launcher = new Ec2Launcher({ ...base, spot: false, note: () => {} });
+  assert.equal(await launcher.start(1), 1);
+  const asked = proxy.runInstances[0]!;
+  assert.equal(asked.get('MetadataOptions.HttpTokens'), 'required');
+  assert.equal(asked.get('MetadataOptions.HttpPutResponseHopLimit'), '1');
+  const r = await ec2.send(new DescribeInstancesCommand({ InstanceIds: launcher.names() }));
+  const [inst] = (r.Reservations ?? []).flatMap((x) => x.Instances ?? []);
+  assert.equal(inst?.MetadataOptions?.HttpTokens, 'required');
+  assert.equal(inst?.MetadataOptions?.HttpPutResponseHopLimit, 1);
+  await launcher.stopAll();
+});
+
 test('no capacity at all: 3 launches in a row, then EC2 error, nothing left running', async () => {
   proxy.runInstances.length = 0;
   proxy.refuse = () => true;

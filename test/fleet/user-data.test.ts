@@ -38,6 +38,14 @@ test('every endpoint outside the instance is behind a variable; fixed ones are t
   assert.deepEqual([...new Set(urls)].sort(), ['http://169.254.169.254', 'https://deb.nodesource.com/setup_20.x']);
 });
 
+test('containers cannot reach the instance metadata: the bootstrap drops their traffic to it before the worker starts', () => {
+  const script = renderUserData(OPTIONS);
+  assert.match(script, /iptables -I DOCKER-USER -d 169\.254\.169\.254 -j DROP/);
+  const firewall = script.indexOf('step block-container-imds block_container_imds');
+  assert.ok(firewall > script.indexOf('step install-base install_base'), 'after Docker is installed');
+  assert.ok(firewall < script.indexOf('fleet worker --fleet'), 'before the worker runs a container');
+});
+
 test('no secret reaches the user-data: registry credentials are read from SSM at boot', () => {
   const script = renderUserData(OPTIONS);
   assert.doesNotMatch(script, /AKIA|sk-ant|dckr_pat|ANTHROPIC_API_KEY|OPENAI_API_KEY|AWS_SECRET_ACCESS_KEY/);

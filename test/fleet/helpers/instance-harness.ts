@@ -6,7 +6,7 @@
  * - its own instance metadata server on loopback (IMDSv2 tokens; instance id, region, the
  *   instance role's credentials — the only credentials the script gets — and a spot
  *   interruption notice the test switches on);
- * - PATH shims: `shutdown` (`now` tells the harness, which terminates the instance in moto when its
+ * - PATH shims: `iptables` (recorded, so this machine's firewall is never touched), `shutdown` (`now` tells the harness, which terminates the instance in moto when its
  *   shutdown behaviour is `terminate` and stops it when `stop`; `+M` is recorded), and package
  *   installers (apt-get, apt, snap: recorded, no-ops), after the test's own (`pathPrefix`);
  * - AWS_ENDPOINT_URL pointing at moto and no AWS_* key in its environment.
@@ -88,6 +88,11 @@ case "$*" in
 esac
 exit 0
 `;
+const IPTABLES_SHIM = `#!/bin/sh
+echo "$*" >> "$CT_BOOT_ROOT/.harness/iptables-calls"
+case "$1" in -C) exit 1 ;; esac
+exit 0
+`;
 const INSTALLER_SHIM = (name: string) => `#!/bin/sh
 echo "${name} $*" >> "$CT_BOOT_ROOT/.harness/installs"
 exit 0
@@ -167,8 +172,9 @@ export class InstanceHarness {
     const bin = join(root, '.harness', 'bin');
     mkdirSync(bin, { recursive: true });
     writeFileSync(join(bin, 'shutdown'), SHUTDOWN_SHIM);
+    writeFileSync(join(bin, 'iptables'), IPTABLES_SHIM);
     for (const name of ['apt-get', 'apt', 'snap']) writeFileSync(join(bin, name), INSTALLER_SHIM(name));
-    for (const f of ['shutdown', 'apt-get', 'apt', 'snap']) chmodSync(join(bin, f), 0o755);
+    for (const f of ['shutdown', 'iptables', 'apt-get', 'apt', 'snap']) chmodSync(join(bin, f), 0o755);
     const stock = this.o.stockImages?.includes(imageId);
     const sys = join(root, '.harness', 'sys');
     if (stock) {
