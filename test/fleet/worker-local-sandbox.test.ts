@@ -5,6 +5,7 @@
  * job, and the jobs stay queued. Memory twins, no Docker.
  */
 import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { ConfigError } from '../../src/errors.js';
@@ -14,13 +15,16 @@ import { PROTOCOL_VERSION } from '../../src/fleet/protocol.js';
 import { backstopReceiveCount } from '../../src/fleet/types.js';
 import { runWorker } from '../../src/fleet/worker.js';
 import { settingsGitRunner } from '../../src/tasks/settings-git.js';
-import { REPO_ROOT } from '../helpers/paths.js';
 import { manifestOf, world } from './helpers/in-process-fleet.js';
 
 describe('a fleet worker and the local sandbox', () => {
   test('a manifest that replays a trajectory file in the local sandbox without --unsafe-local is refused before any job is taken', async () => {
     const w = world();
-    const m = { ...manifestOf(w, 1), policy: { name: 'replay', args: { trajectory: join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl') } } };
+    // A trajectory that only touches the test's own folder: the local sandbox runs it on this machine.
+    const trajectory = join(w.state, 'touch.jsonl');
+    const touched = join(w.state, 'replayed-here');
+    writeFileSync(trajectory, [{ function: 'bash', arguments: { cmd: `touch ${touched}` } }, { function: 'submit', arguments: { answer: 'x' } }].map((l) => JSON.stringify(l)).join('\n'));
+    const m = { ...manifestOf(w, 1), policy: { name: 'replay', args: { trajectory } } };
     const queue = new MemoryJobQueue(w.sqs, m.fleet_id, w.config.fleet.queue_prefix);
     const store = new MemoryResultStore(w.bucket, m.fleet_id);
     await store.putManifest(m);
@@ -31,6 +35,7 @@ describe('a fleet worker and the local sandbox', () => {
       runWorker({ queue, store, config: w.config, workerName: 'w1', version: 'test', cwd: w.state, git: settingsGitRunner(w.config, w.env), log: (l) => lines.push(l), handleSignals: false });
     await assert.rejects(run(), (e: unknown) => e instanceof ConfigError && /policy replay runs the commands recorded in the trajectory file .*add --unsafe-local/s.test(e.message));
     assert.deepEqual((await queue.depth()).work, { visible: 1, inFlight: 0, delayed: 0 }, 'the job stays queued, untouched');
+    assert.equal(existsSync(touched), false, 'nothing ran');
 
     // The same fleet started with --unsafe-local: the worker runs it (with the warning).
     const w2 = world();
@@ -43,6 +48,7 @@ describe('a fleet worker and the local sandbox', () => {
     const lines2: string[] = [];
     const r = await runWorker({ queue: queue2, store: store2, config: w2.config, workerName: 'w1', version: 'test', cwd: w2.state, git: settingsGitRunner(w2.config, w2.env), log: (l) => lines2.push(l), handleSignals: false });
     assert.equal(r.jobs.ok, 1, lines2.join('\n'));
+    assert.ok(existsSync(touched), 'the replayed command ran on this machine');
     assert.ok(lines2.some((l) => /warning: --sandbox local is not isolated/.test(l)));
   });
 });
