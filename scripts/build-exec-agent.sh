@@ -6,6 +6,7 @@
 # its sh agent (a warning says so); ct works either way.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/build-score-tools.sh
 
 SRC=src/sandbox/exec-channel/native/ct-exec-agent.c
 OUT=dist/native/ct-exec-agent

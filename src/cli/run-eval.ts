@@ -216,6 +216,11 @@ function printSummary(r: RunEvalResult): void {
   const out = [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)];
   const totals = formatScoreTotals(t.main, t.side);
   out.push(...errorSection(r));
+  if (t.tamperedCount) {
+    out.push('', `${t.tamperedCount} sample(s) whose agent changed the interpreters or shells a scorer uses (score metadata \`tampered\`; their scores may not be trustworthy):`);
+    for (const x of t.tampered) out.push(`  ${x.id} epoch ${x.epoch}: ${x.paths.join(', ')}`);
+    if (t.tamperedCount > t.tampered.length) out.push(`  ... and ${t.tamperedCount - t.tampered.length} more; the log has every one`);
+  }
   out.push('', `${r.status}: ${t.count} sample(s)${totals ? `; ${totals}` : ''}${t.errors ? `; ${t.errors} error(s) (not scored)` : ''}`);
   out.push(`log: ${r.logPath}`);
   process.stdout.write(`${redactSecrets(out.join('\n'))}\n`);

@@ -8,6 +8,8 @@ export interface FinishedSample {
   scores?: Record<string, string>;
   error?: string;
   seconds: number;
+  /** Interpreters or shells the agent changed (the score's `tampered` metadata). */
+  tampered?: string[];
 }
 
 /** What the runner tells the person watching. */

@@ -18,7 +18,9 @@ import type { EvalError, EvalSample, Score } from '../log/types.js';
 import { AgentTools } from '../policies/tools/agent-tools.js';
 import type { Policy, PolicyResult } from '../policies/types.js';
 import type { SampleSandboxes, Sandbox, SandboxProvider } from '../sandbox/types.js';
-import { runCheckScript } from '../scoring/check-script.js';
+import { runCheckScript, type CheckResult } from '../scoring/check-script.js';
+import { gateSandboxes } from '../sandbox/gated-sandbox.js';
+import { ApartScoring, CannotPutError, canScoreApart, changedPaths, fingerprint, scorerInterpreter, type Fingerprint } from '../scoring/isolated-scorer.js';
 import type { Sample } from '../tasks/types.js';
 import type { SampleOptions } from './sample-options.js';
 import { Transcript } from '../log/transcript.js';
@@ -135,8 +137,14 @@ export async function runSample(args: RunSampleArgs): Promise<SampleOutcome> {
     ] as const) {
       if (script) await untilAborted(runSetup(def, script, label, options.setupTimeout), signal);
     }
+    // What the agent could replace to fool a scorer, hashed before its first action: alongside
+    // the policy's start, its calls into the sandboxes held until the hashes are in.
+    const watching = watchInterpreters(sample, def);
+    watching.catch(() => {});
     enter('agent');
-    result = await runPolicy(args, sandboxes, def, t);
+    const gated = gateSandboxes(sandboxes, watching);
+    result = await runPolicy(args, gated, gated.get('default')!, t);
+    const guard = await untilAborted(watching, signal);
     if (result.limit) {
       t.event({ event: 'sample_limit', type: result.limit.type, message: result.limit.reason ?? `${result.limit.type} limit reached`, limit: result.limit.limit });
     }
@@ -144,7 +152,7 @@ export async function runSample(args: RunSampleArgs): Promise<SampleOutcome> {
     if (!(await def.isAlive())) {
       throw new SandboxUnavailableError('the sandbox died before scoring; the sample is not scored');
     }
-    scores = { [SCORER_NAME]: await untilAborted(score(sample, def, result.submission ?? '', options.scorerTimeout), signal) };
+    scores = { [SCORER_NAME]: await untilAborted(score(sample, def, result.submission ?? '', options.scorerTimeout, guard), signal) };
     t.event({ event: 'score', score: scores[SCORER_NAME]!, target: '', intermediate: false, scorer: SCORER_NAME });
     // A protocol's scores (max_suspicion) come from what happened while the agent worked.
     for (const [name, s] of Object.entries(args.policy.sampleScores?.(t) ?? {})) {
@@ -281,15 +289,59 @@ async function runPolicy(args: RunSampleArgs, sandboxes: SampleSandboxes, def: S
   }
 }
 
-async function score(sample: Sample, sandbox: Sandbox, submission: string, timeoutSeconds: number): Promise<Score> {
+/**
+ * The interpreters' fingerprint before the agent acts, when scoring can happen apart from it
+ * (scoring/isolated-scorer.ts); `unavailable` says why not where it should have.
+ */
+interface InterpreterGuard {
+  before?: Fingerprint;
+  unavailable?: string;
+}
+
+async function watchInterpreters(sample: Sample, sandbox: Sandbox): Promise<InterpreterGuard> {
+  if (!canScoreApart(sandbox)) return {};
+  const extra = [sample.mainTask.scorer.file, sample.sideTask?.scorer.file].map((f) => (f ? scorerInterpreter(f) : undefined)).filter((p): p is string => p !== undefined);
+  try {
+    return { before: await fingerprint(sandbox, extra) };
+  } catch (e) {
+    if (!(await sandbox.isAlive())) throw e;
+    return { unavailable: errorMessage(e) };
+  }
+}
+
+async function score(sample: Sample, sandbox: Sandbox, submission: string, timeoutSeconds: number, guard: InterpreterGuard): Promise<Score> {
   const env = {
     CT_SUBMISSION: submission,
     CT_ENV: sample.env.id,
     CT_MAIN_TASK: sample.mainTask.id,
     ...(sample.sideTask ? { CT_SIDE_TASK: sample.sideTask.id } : {}),
   };
-  const main = await runCheckScript(sandbox, sample.mainTask.scorer.file, { env, timeoutSeconds });
-  const side = sample.sideTask ? await runCheckScript(sandbox, sample.sideTask.scorer.file, { env, timeoutSeconds }) : undefined;
+  const checks: Record<string, unknown> = {};
+  const files = [sample.mainTask.scorer.file, ...(sample.sideTask ? [sample.sideTask.scorer.file] : [])];
+  let apart: ApartScoring | undefined;
+  let mainDone: PromiseSettledResult<CheckResult> | undefined;
+  if (guard.before) {
+    try {
+      apart = await ApartScoring.open(sandbox, files);
+      // The hashes and the main scorer side by side (two fresh execs); neither removes the
+      // directory, which the side task's scorer does, or the sandbox's removal right after.
+      const [after, main] = await Promise.allSettled([apart.hash([...guard.before.keys()], false), apart.run(files[0]!, { env, timeoutSeconds }, guard.before, false)]);
+      if (after.status === 'rejected') throw after.reason;
+      const tampered = changedPaths(guard.before, after.value);
+      if (tampered.length) checks.tampered = tampered;
+      mainDone = main;
+    } catch (e) {
+      if (!(e instanceof CannotPutError)) throw e;
+      checks.scored_apart = `no: ${errorMessage(e)}`;
+    }
+  } else if (guard.unavailable) {
+    checks.scored_apart = `no: ${guard.unavailable}`;
+  }
+  const check = (file: string) =>
+    apart ? apart.run(file, { env, timeoutSeconds }, guard.before, true) : runCheckScript(sandbox, file, { env, timeoutSeconds });
+  if (mainDone?.status === 'rejected') throw mainDone.reason;
+  const main = mainDone?.status === 'fulfilled' ? mainDone.value : await check(files[0]!);
+  const side = sample.sideTask ? await check(files[1]!) : undefined;
   const value: Record<string, string> = { main_task_success: main.value };
   if (side) value.side_task_success = side.value;
   const explanation = [`main task: ${main.explanation}`, ...(side ? [`side task: ${side.explanation}`] : [])].join('\n');
@@ -299,6 +351,7 @@ async function score(sample: Sample, sandbox: Sandbox, submission: string, timeo
     answer: submission,
     explanation,
     metadata: {
+      ...checks,
       main_task_explanation: main.explanation,
       ...(Object.keys(main.metadata).length ? { main_task_metadata: main.metadata } : {}),
       ...(side ? { side_task_explanation: side.explanation } : {}),

@@ -89,7 +89,15 @@ export async function runEval(o: RunEvalOptions): Promise<RunEvalResult> {
       onResult: async ({ sample, epoch }, result) => {
         await log.add(result);
         const score = result.scores?.[SCORER_NAME]?.value as Record<string, string> | undefined;
-        const row = { id: sample.id, epoch, scores: score, error: result.error?.message, seconds: result.total_time ?? 0 };
+        const tampered = result.scores?.[SCORER_NAME]?.metadata?.tampered;
+        const row = {
+          id: sample.id,
+          epoch,
+          scores: score,
+          error: result.error?.message,
+          seconds: result.total_time ?? 0,
+          ...(Array.isArray(tampered) && tampered.length ? { tampered: tampered.map(String) } : {}),
+        };
         tally.add(row);
         o.progress.sampleFinished(row);
       },

@@ -46,6 +46,9 @@ export class SampleTally {
   readonly main: [number, number] = [0, 0];
   readonly side: [number, number] = [0, 0];
   readonly bySample = new Map<string, SampleLine>();
+  /** Sample-epochs whose interpreters or shells the agent changed (the first few named). */
+  tamperedCount = 0;
+  readonly tampered: Array<{ id: string; epoch: number; paths: string[] }> = [];
   /** Sample-epochs whose error message was past the `maxErrorGroups` distinct ones. */
   otherErrors = 0;
   private rowList: FinishedSample[] | undefined = [];
@@ -70,6 +73,10 @@ export class SampleTally {
     line.epochs++;
     line.seconds += s.seconds;
     this.bySample.set(s.id, line);
+    if (s.tampered?.length) {
+      this.tamperedCount++;
+      if (this.tampered.length < this.namedPerError) this.tampered.push({ id: s.id, epoch: s.epoch, paths: s.tampered });
+    }
     if (s.error !== undefined) {
       this.errors++;
       line.errors++;

@@ -8,15 +8,15 @@
  * `dist` and lockfiles — so a package whose real source lives in a folder named `build` or `dist`
  * will miss those modules on the worker.
  *
- * The tar writer is hand-written (ustar, ~60 lines): no tar package is among our dependencies, and
- * determinism needs control of every header field anyway (mtime 0, owner 0, modes 0644/0755, names
- * in byte order).
+ * The tar comes from ct's own ustar writer (src/host/tar.ts): determinism needs control of every
+ * header field (mtime 0, owner 0, modes 0644/0755, names in byte order).
  */
 import { createHash } from 'node:crypto';
 import { lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, relative, resolve, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { ConfigError } from '../errors.js';
+import { tarArchive, TarPathError, type TarEntry } from '../host/tar.js';
 
 /** Folder names never shipped (build output, caches, VCS metadata, virtual environments). */
 export const EXCLUDED_DIRS: ReadonlySet<string> = new Set(['__pycache__', '.git', 'node_modules', '.venv', 'venv', 'build', 'dist']);
@@ -84,21 +84,20 @@ export function shippedFiles(dir: string): string[] {
 /** Packs a tree as `{name}/...` into a deterministic tar (gzipped for upload). */
 export function packExtraSrc(tree: ExtraSrcTree): PackedExtraSrc {
   const files = shippedFiles(tree.dir);
-  const blocks: Buffer[] = [];
-  for (const rel of files) {
+  const entries: TarEntry[] = files.map((rel) => {
     const abs = resolve(tree.dir, rel);
     const st = lstatSync(abs);
     const path = `${tree.name}/${rel}`;
-    if (st.isSymbolicLink()) {
-      blocks.push(tarHeader(path, { size: 0, mode: 0o777, type: '2', link: readlinkSync(abs) }));
-      continue;
-    }
-    const body = readFileSync(abs);
-    blocks.push(tarHeader(path, { size: body.length, mode: st.mode & 0o111 ? 0o755 : 0o644, type: '0' }), body, Buffer.alloc((512 - (body.length % 512)) % 512));
+    if (st.isSymbolicLink()) return { path, type: '2', mode: 0o777, link: readlinkSync(abs) };
+    return { path, type: '0', mode: st.mode & 0o111 ? 0o755 : 0o644, data: readFileSync(abs) };
+  });
+  let tar: Buffer;
+  try {
+    tar = tarArchive(entries);
+  } catch (e) {
+    if (e instanceof TarPathError) throw new ConfigError(`--extra-src: ${e.message}`);
+    throw e;
   }
-  // Two zero blocks end the archive.
-  blocks.push(Buffer.alloc(1024));
-  const tar = Buffer.concat(blocks);
   return { name: tree.name, sha256: createHash('sha256').update(tar).digest('hex'), files, gzip: gzipSync(tar, { level: 9 }) };
 }
 
@@ -138,43 +137,4 @@ export function resolveWorkerSetup(spec: string, trees: readonly ExtraSrcTree[])
     throw new ConfigError(`--worker-setup ${spec}: that file is not shipped (it lies in an excluded folder such as build/, dist/ or .venv/, or is a lockfile)`);
   }
   return { path: `${tree.name}/${inside.split(sep).join('/')}`, sha256: createHash('sha256').update(readFileSync(real)).digest('hex') };
-}
-
-/** A ustar header block: owner 0, mtime 0, long names split into prefix and name. */
-function tarHeader(path: string, o: { size: number; mode: number; type: '0' | '2'; link?: string }): Buffer {
-  const h = Buffer.alloc(512);
-  let name = path;
-  let prefix = '';
-  if (Buffer.byteLength(path) > 100) {
-    const cut = path.lastIndexOf('/', path.length - 1);
-    // ustar keeps at most 155 bytes of folder and 100 of name.
-    for (let i = cut; i > 0; i = path.lastIndexOf('/', i - 1)) {
-      if (Buffer.byteLength(path.slice(0, i)) <= 155 && Buffer.byteLength(path.slice(i + 1)) <= 100) {
-        prefix = path.slice(0, i);
-        name = path.slice(i + 1);
-        break;
-      }
-    }
-    if (!prefix) throw new ConfigError(`--extra-src: the path ${path} is too long to ship (at most 155 bytes of folders and 100 of file name)`);
-  }
-  if (o.link !== undefined && Buffer.byteLength(o.link) > 100) throw new ConfigError(`--extra-src: the link ${path} points to a path too long to ship`);
-  h.write(name, 0, 100, 'utf8');
-  h.write(octal(o.mode, 8), 100);
-  h.write(octal(0, 8), 108);
-  h.write(octal(0, 8), 116);
-  h.write(octal(o.size, 12), 124);
-  h.write(octal(0, 12), 136);
-  h.fill(' ', 148, 156);
-  h.write(o.type, 156);
-  if (o.link) h.write(o.link, 157, 100, 'utf8');
-  h.write('ustar\u000000', 257, 'binary');
-  h.write(prefix, 345, 155, 'utf8');
-  let sum = 0;
-  for (const b of h) sum += b;
-  h.write(`${sum.toString(8).padStart(6, '0')}\u0000 `, 148, 'binary');
-  return h;
-}
-
-function octal(n: number, width: number): string {
-  return `${n.toString(8).padStart(width - 1, '0')}\u0000`;
 }

@@ -51,6 +51,27 @@ export interface Sandbox {
   isAlive(): Promise<boolean>;
   /** A description for the log (`docker:<container>`, `local:<dir>`). */
   describe(): string;
+  /**
+   * Work apart from the agent (scoring, tamper checks; see scoring/isolated-scorer.ts), where the
+   * sandbox can do it: absent for sandboxes that cannot keep the agent out (`local`).
+   */
+  readonly apart?: ApartAccess;
+}
+
+/** What ct does in a sandbox without anything the agent could have touched on the way. */
+export interface ApartAccess {
+  /**
+   * Creates the directory `dir` (absolute; its parent must exist) holding `files`, through the
+   * engine itself: nothing in the sandbox runs to create them.
+   */
+  putFiles(dir: string, files: ReadonlyArray<{ name: string; data: Buffer; mode: number }>): Promise<void>;
+  /**
+   * Runs `cmd` (argv[0] an absolute path) in a fresh exec of its own: no exec channel, no shell
+   * from the sandbox. `env` is given to it as is, over what the engine adds from the image.
+   * Resolves with its exit code and output; `timedOut` when `timeoutMs` passed (the host end is
+   * then cut off; the command's own limit should have ended it first).
+   */
+  execFresh(cmd: string[], options: { env?: Record<string, string>; timeoutMs: number; user?: string }): Promise<{ code: number; stdout: string; stderr: string; timedOut: boolean }>;
 }
 
 /** The sandboxes of one sample, by service name; `default` is always present and first. */

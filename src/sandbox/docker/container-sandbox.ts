@@ -13,7 +13,9 @@ import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scrip
 import { ExecChannelPool } from '../exec-channel/channel-pool.js';
 import type { ExecAgentKind } from '../exec-channel/native-agent.js';
 import type { ChannelOutcome } from '../exec-channel/types.js';
-import { EXEC_OUTPUT_LIMIT, READ_FILE_LIMIT, type ExecOptions, type ExecResult, type Sandbox } from '../types.js';
+import { dirname, basename } from 'node:path';
+import { tarArchive } from '../../host/tar.js';
+import { EXEC_OUTPUT_LIMIT, READ_FILE_LIMIT, type ApartAccess, type ExecOptions, type ExecResult, type Sandbox } from '../types.js';
 import type { DockerCli } from './docker-cli.js';
 import { lastLines } from './docker-cli.js';
 
@@ -69,6 +71,49 @@ export class ContainerSandbox implements Sandbox {
   describe(): string {
     return `docker:${this.containerId.slice(0, 12)}`;
   }
+
+  /**
+   * Files put with `docker cp` (the engine extracts the tar; the container runs nothing), and
+   * commands run with a `docker exec` of their own, never the exec channel or a shell.
+   */
+  readonly apart: ApartAccess = {
+    putFiles: async (dir, files) => {
+      const name = basename(dir);
+      const tar = tarArchive([
+        { path: name, type: '5', mode: 0o755 },
+        ...files.map((f) => ({ path: `${name}/${f.name}`, type: '0' as const, mode: f.mode, data: f.data })),
+      ]);
+      if (this.docker.engine) {
+        try {
+          return await this.docker.engine.putArchive(this.containerId, dirname(dir), tar);
+        } catch (e) {
+          throw await this.engineFailure(e, 'copying into');
+        }
+      }
+      const r = await this.docker.runner.run([this.docker.binary, 'cp', '-', `${this.containerId}:${dirname(dir)}`], { input: tar, timeoutMs: FILE_TIMEOUT_MS });
+      this.checkDaemonError(r);
+      if (r.code !== 0) throw new Error(`copying into ${this.service} failed: ${lastLines(r.stderr.toString('utf8'), 3)}`);
+    },
+    execFresh: async (cmd, o) => {
+      if (this.docker.engine) {
+        let r;
+        try {
+          r = await this.docker.engine.runOnce(this.containerId, cmd, { ...o, maxOutput: EXEC_OUTPUT_LIMIT });
+        } catch (e) {
+          throw await this.engineFailure(e, 'an exec in');
+        }
+        return { code: r.code ?? 137, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'), timedOut: r.timedOut };
+      }
+      const args = ['exec', ...(o.user ? ['--user', o.user] : []), '--workdir', '/'];
+      for (const [k, v] of Object.entries(o.env ?? {})) args.push('--env', `${k}=${v}`);
+      const r = await this.docker.runner.run([this.docker.binary, ...args, this.containerId, ...cmd], {
+        maxOutput: EXEC_OUTPUT_LIMIT,
+        timeoutMs: o.timeoutMs,
+      });
+      if (!r.timedOut) this.checkDaemonError(r);
+      return { code: r.code ?? 137, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'), timedOut: r.timedOut === true };
+    },
+  };
 
   /**
    * Starts the exec channel for the container's default user; resolves when it is ready or has
@@ -187,6 +232,15 @@ export class ContainerSandbox implements Sandbox {
       timeoutMs: 15_000,
     });
     return r.code === 0 && r.stdout.toString('utf8').trim() === 'true';
+  }
+
+  /** An Engine API refusal or connection error: the sandbox is gone, or the operation failed. */
+  private async engineFailure(e: unknown, what: string): Promise<Error> {
+    const message = e instanceof Error ? e.message : String(e);
+    if (/No such container|is not running|ECONNREFUSED|ENOENT/.test(message) || !(await this.isAlive())) {
+      return new SandboxUnavailableError(`sandbox ${this.service} is gone: ${message}`);
+    }
+    return new Error(`${what} ${this.service} failed: ${message}`);
   }
 
   /** Docker's own failures (container gone, daemon away) are infrastructure, not the command's. */

@@ -81,6 +81,85 @@ export class EngineExec {
     return this.attached(id, socket);
   }
 
+  /**
+   * `docker cp - CONTAINER:DIR`: the engine extracts `tar` into `dir` inside the container;
+   * nothing in the container runs.
+   */
+  putArchive(containerId: string, dir: string, tar: Buffer): Promise<void> {
+    return this.raw('PUT', `/containers/${encodeURIComponent(containerId)}/archive?path=${encodeURIComponent(dir)}`, tar, 'application/x-tar').then(() => undefined);
+  }
+
+  /**
+   * `docker exec [--user U] [--env K=V]... --workdir / CONTAINER cmd...` run to its end, with
+   * output kept up to `maxOutput` bytes a stream (the rest dropped). Past `timeoutMs` the
+   * connection is cut and `timedOut` set (the command's own limit should have ended it first).
+   */
+  async runOnce(
+    containerId: string,
+    cmd: string[],
+    o: { env?: Record<string, string>; user?: string; timeoutMs: number; maxOutput: number },
+  ): Promise<{ code: number | null; stdout: Buffer; stderr: Buffer; timedOut: boolean }> {
+    const created = await this.call('POST', `/containers/${encodeURIComponent(containerId)}/exec`, {
+      AttachStdin: false,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+      Cmd: cmd,
+      WorkingDir: '/',
+      Env: Object.entries(o.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      ...(o.user ? { User: o.user } : {}),
+    });
+    const id = (JSON.parse(created) as { Id?: unknown }).Id;
+    if (typeof id !== 'string' || !/^[0-9a-f]+$/.test(id)) throw new Error(`the Docker Engine answered an exec create without an id: ${created.slice(0, 200)}`);
+    const socket = await this.upgrade(`/exec/${id}/start`, { Detach: false, Tty: false });
+    const proc = this.attached(id, socket);
+    proc.stdin.end();
+    const keep = (stream: NodeJS.ReadableStream) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream.on('data', (c: Buffer) => {
+        if (size >= o.maxOutput) return;
+        chunks.push(c.subarray(0, o.maxOutput - size));
+        size += Math.min(c.length, o.maxOutput - size);
+      });
+      return () => Buffer.concat(chunks);
+    };
+    const out = keep(proc.stdout);
+    const err = keep(proc.stderr);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      socket.destroy();
+    }, o.timeoutMs);
+    const code = await proc.exited;
+    clearTimeout(timer);
+    return { code, stdout: out(), stderr: err(), timedOut };
+  }
+
+  /** A request with a raw body; resolves with the body of a 2xx answer. */
+  private raw(method: string, path: string, body: Buffer, type: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          socketPath: this.socketPath,
+          method,
+          path,
+          headers: { Host: 'docker', 'Content-Type': type, 'Content-Length': body.length },
+          timeout: REQUEST_TIMEOUT_MS,
+        },
+        (res) => {
+          readBody(res).then((text) => {
+            if ((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300) resolve(text);
+            else reject(daemonError(res.statusCode, text));
+          }, reject);
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error(`the Docker Engine did not answer ${method} ${path.split('?')[0]} within ${REQUEST_TIMEOUT_MS / 1000} s`)));
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
   /** One plain request; resolves with the body of a 2xx answer. */
   private call(method: string, path: string, body?: unknown): Promise<string> {
     return new Promise((resolve, reject) => {
