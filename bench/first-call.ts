@@ -13,7 +13,7 @@
  *   sh agent  the first and later calls with the channel's sh agent (CT_EXEC_AGENT=sh), where
  *             the native agent cannot run;
  *   streams   the later calls with the native agent's channel kept on its docker exec streams
- *             (no direct socket: the remote case, or where /proc/PID/root cannot be entered).
+ *             (no direct socket: the remote case, or where /proc/PID/cwd cannot be entered).
  * Each repetition is a fresh sample (compose project) of a one-service environment.
  * Usage: node dist/bench/first-call.js [--quick] [--reps N]
  */

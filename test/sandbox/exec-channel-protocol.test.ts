@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { connect } from 'node:net';
+import { existsSync, mkdtempSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,14 +99,13 @@ describe('native agent protocol', () => {
     }
   });
 
-  test('the answer to a direct offer names a plain absolute path, or `-`; the direct hello follows', () => {
-    const frames = parseAll([Buffer.from('H 1 42 setsid stream native direct\nD /tmp/ct-agent.AbC123/s\nH 1 42 setsid direct native\n')]);
+  test('the only answer to a direct offer on the stream is `-`: a path is malformed; the direct hello comes on the socket', () => {
+    const frames = parseAll([Buffer.from('H 1 42 setsid stream native direct\nD -\nH 1 42 setsid direct native\n')]);
     assert.deepEqual(frames.slice(1), [
-      { type: 'direct', path: '/tmp/ct-agent.AbC123/s' },
+      { type: 'direct' },
       { type: 'hello', pid: 42, setsid: true, mode: 'direct', native: true, direct: false },
     ]);
-    assert.deepEqual(parseAll([Buffer.from('H 1 42 setsid stream native direct\nD -\n')])[1], { type: 'direct' });
-    for (const bad of ['D tmp/s', 'D /tmp/a b', 'D', 'D /tmp/\x01']) {
+    for (const bad of ['D /tmp/ct-agent.AbC123/s', 'D tmp/s', 'D /tmp/a b', 'D', 'D - x', 'D /tmp/\x01']) {
       assert.throws(() => parseAll([Buffer.from(`H 1 42 setsid stream native direct\n${bad}\n`, 'latin1')]), /malformed/, bad);
     }
   });
@@ -127,9 +126,12 @@ describe('native agent protocol', () => {
   });
 
   const binary = fileURLToPath(new URL('../../native/ct-exec-agent', import.meta.url));
-  test('the built agent, driven directly: stdout streamed, the stderr tail, stdin, env, exit codes, a bad header', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
+  test('the built agent, driven directly: stdout streamed, the stderr tail, stdin, env, cwd, exit codes, a bad header', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ct-agent-test-'));
-    const agent = spawn(binary, [dir, '200'], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: process.env.PATH, KEEP: 'kept', K: 'old' } });
+    // The cwd it is started in, where calls without a cwd run (it works from its own directory).
+    const home = realpathSync(mkdtempSync(join(tmpdir(), 'ct-agent-home-')));
+    writeFileSync(join(home, 'here.sh'), '#!/bin/sh\necho "here: $(pwd)"\n', { mode: 0o755 });
+    const agent = spawn(binary, [dir, '200'], { cwd: home, stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: `${process.env.PATH}:.`, KEEP: 'kept', K: 'old' } });
     let stray = Buffer.alloc(0);
     let ctl = Buffer.alloc(0);
     agent.stdout.on('data', (c: Buffer) => (stray = Buffer.concat([stray, c])));
@@ -165,6 +167,9 @@ describe('native agent protocol', () => {
 
       const env = await call(3, 1000, ['sh', '-c', 'echo "$KEEP $K $NEW"; pwd; cat'], { env: { K: 'new', NEW: 'x y' }, input: 'from stdin', cwd: '/' });
       assert.equal(env.out, 'kept new x y\n/\nfrom stdin');
+      assert.equal((await call(10, 1000, ['./here.sh'])).out, `here: ${home}\n`);
+      assert.equal((await call(11, 1000, ['here.sh'])).out, `here: ${home}\n`, 'a relative PATH entry is taken from there too');
+      assert.equal((await call(12, 1000, ['./here.sh'], { cwd: '/' })).ctl.split('\n')[0], 'F 12', 'with a cwd, from the cwd');
 
       const missing = await call(4, 1000, ['ct-no-such-command']);
       assert.match(missing.ctl, /^F 4\nX 4 126\nR 4 126 0 0 0 0\nZ 4\n$/);
@@ -190,12 +195,13 @@ describe('native agent protocol', () => {
     } finally {
       agent.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
     }
   });
 
-  test('a direct offer: a peer in the agent\'s own pid namespace gets nothing, and the agent stays on its streams', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
+  test('a direct offer: a listener in the agent\'s own pid namespace hears nothing, and the agent stays on its streams', { skip: !existsSync(binary) && 'the native agent was not built' }, async () => {
     // On this machine the test and the agent share a pid namespace, as a sandbox's own
-    // processes share the agent's inside a container: such a peer must learn nothing.
+    // processes share the agent's inside a container: such a listener must learn nothing.
     const dir = mkdtempSync(join(tmpdir(), 'ct-agent-test-'));
     const agent = spawn(binary, [dir, '200'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let ctl = '';
@@ -208,22 +214,23 @@ describe('native agent protocol', () => {
       while (!re.test(ctl)) await new Promise<void>((r) => waiters.push(r));
       return re.exec(ctl)!;
     };
+    const server = createServer();
     try {
-      await until(/^H .*\n/);
-      const agentToken = 'a'.repeat(32);
-      agent.stdin.write(`D ${agentToken} ${'b'.repeat(32)}\n`);
-      const path = (await until(/\nD (\/\S+)\n/))[1]!;
-      assert.equal(path, join(realpathSync(dir), 's'));
-      assert.equal(statSync(path).mode & 0o077, 0, 'only the agent\'s user may connect');
-      const heard = await new Promise<string>((resolve, reject) => {
-        const sock = connect(path);
-        let got = '';
-        sock.on('data', (c: Buffer) => (got += c.toString('latin1')));
-        sock.on('close', () => resolve(got));
-        sock.on('error', reject);
-      });
-      assert.equal(heard, '', 'the peer was closed on without a word (no token)');
-      assert.equal(existsSync(path), false, 'the socket is gone after the attempt');
+      await until(/^H 1 \d+ setsid stream native direct\n/);
+      // The agent's cwd is its directory: the host's socket goes there, by a plain name.
+      assert.equal(readlinkSync(`/proc/${agent.pid}/cwd`), realpathSync(dir));
+      await new Promise<void>((r) => server.listen(join(dir, 'ct-host'), r));
+      const heard = new Promise<string>((resolve) =>
+        server.once('connection', (c: Socket) => {
+          let got = '';
+          c.on('data', (d: Buffer) => (got += d.toString('latin1')));
+          c.on('close', () => resolve(got));
+        }),
+      );
+      agent.stdin.write(`D ${'a'.repeat(32)} ${'b'.repeat(32)} ct-host\n`);
+      await until(/\nD -\n/);
+      assert.equal(await heard, '', 'the listener was closed on without a word (no token)');
+      assert.equal(existsSync(join(dir, 'ct-host')), false, 'the agent removes the name after the attempt');
       // The next request on stdin is answered there, as before the offer.
       const cmd = encodeChannelCommand(['echo', 'still'], {})!;
       ctl = '';
@@ -232,12 +239,13 @@ describe('native agent protocol', () => {
       assert.match(ctl, /^P 1 \d+ 0 0\nX 1 0\nO 1 6\nstill\nR 1 0 6 6 0 0\nZ 1\n$/);
       // A D request with a token that is not hex is refused like any bad header.
       ctl = '';
-      agent.stdin.write('D x y\n');
+      agent.stdin.write('D x y ct-host\n');
       await until(/\n/);
       assert.equal(ctl, 'E bad request header\n');
       assert.equal(await new Promise((r) => agent.on('close', r)), 0);
     } finally {
       agent.kill('SIGKILL');
+      server.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

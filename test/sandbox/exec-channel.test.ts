@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { connect } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { ExecTimeoutError } from '../../src/errors.js';
@@ -11,10 +9,6 @@ import { ContainerSandbox } from '../../src/sandbox/docker/container-sandbox.js'
 import { DockerCli } from '../../src/sandbox/docker/docker-cli.js';
 import { ExecChannelPool } from '../../src/sandbox/exec-channel/channel-pool.js';
 import { EXEC_OUTPUT_LIMIT } from '../../src/sandbox/types.js';
-import { EngineExec } from '../../src/sandbox/docker/engine-exec.js';
-import { encodeChannelCommand } from '../../src/sandbox/exec-channel/channel-command.js';
-import { ExecChannel } from '../../src/sandbox/exec-channel/exec-channel.js';
-import { nativeAgentBinary } from '../../src/sandbox/exec-channel/native-agent.js';
 
 const run = promisify(execFile);
 const docker = new DockerCli(new LocalRunner());
@@ -548,180 +542,6 @@ describe('exec channel (native agent): its temporary directory and processes', (
     } finally {
       await sb.close();
       await run('docker', ['rm', '--force', container]).catch(() => {});
-    }
-  });
-});
-
-/**
- * The native agent's direct socket, driven by hand: the agent started through the Engine API
- * as a channel starts it, the D offer made and answered by the test in the host's place.
- */
-describe('exec channel (native agent): the direct socket into the container', { skip: !nativeAgentBinary() && 'the native agent was not built' }, () => {
-  let container: string;
-  let initPid: number;
-  before(async () => {
-    container = await startContainer('debian:bookworm-slim');
-    initPid = Number((await run('docker', ['inspect', '-f', '{{.State.Pid}}', container])).stdout.trim());
-  });
-  after(async () => {
-    if (container) await run('docker', ['rm', '--force', container]).catch(() => {});
-  });
-
-  /** One agent: its control stream as text, and a way to wait for what it says. */
-  let agents = 0;
-  async function startAgent() {
-    // Each agent in a directory of its own, as a channel places it (it removes it on exit).
-    const dir = `/tmp/ct-agent.test-${++agents}`;
-    await run('docker', ['exec', container, 'mkdir', '-m', '700', dir]);
-    await run('docker', ['cp', fileURLToPath(new URL('../../native/ct-exec-agent', import.meta.url)), `${container}:${dir}/ct-exec-agent`]);
-    const proc = await EngineExec.local()!.start(container, [`${dir}/ct-exec-agent`, dir, '200']);
-    const agent = { proc, dir, ctl: '', waiters: [] as (() => void)[] };
-    proc.stderr.on('data', (c: Buffer) => {
-      agent.ctl += c.toString('latin1');
-      for (const w of agent.waiters.splice(0)) w();
-    });
-    return agent;
-  }
-  type Agent = Awaited<ReturnType<typeof startAgent>>;
-  async function until(agent: Agent, re: RegExp): Promise<RegExpExecArray> {
-    const deadline = Date.now() + 10_000;
-    while (!re.test(agent.ctl)) {
-      if (Date.now() > deadline) throw new Error(`agent did not say ${re}: ${JSON.stringify(agent.ctl)}`);
-      await new Promise<void>((r) => {
-        agent.waiters.push(r);
-        setTimeout(r, 200);
-      });
-    }
-    return re.exec(agent.ctl)!;
-  }
-  /** Offers the socket; resolves with the host's path to it. */
-  async function offer(agent: Agent, agentToken: string, hostToken: string): Promise<string> {
-    await until(agent, /^H 1 \d+ setsid stream native direct\n/);
-    agent.proc.stdin.write(`D ${agentToken} ${hostToken}\n`);
-    const path = (await until(agent, /\nD (\/\S+)\n/))[1]!;
-    // Asked once the agent runs, as the channel does (the daemon knows the pid only then).
-    const hostPid = await agent.proc.hostPid!();
-    assert.ok(hostPid, 'the engine reports the exec\'s pid on this machine');
-    return `/proc/${hostPid}/root${path}`;
-  }
-  function request(id: number, argv: string[]): Buffer {
-    const cmd = encodeChannelCommand(argv, {})!;
-    return Buffer.concat([Buffer.from(`${id} 1000 0 ${cmd.native.length}\n`), cmd.native]);
-  }
-  /** What a peer hears on the socket before it is closed on, having answered `reply` to the first line. */
-  function listen(path: string, reply?: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const sock = connect(path);
-      let got = '';
-      sock.on('data', (c: Buffer) => {
-        got += c.toString('latin1');
-        if (reply !== undefined && got.endsWith('\n')) sock.write(reply);
-      });
-      sock.on('close', () => resolve(got));
-      sock.on('error', reject);
-    });
-  }
-  const token = () => randomBytes(16).toString('hex');
-  /**
-   * An answer's control lines (the P line without its pid) and its stdout, joined from its O
-   * frames: how the output is split, and whether it comes before the X, depends on timing.
-   */
-  function frames(text: string): { lines: string[]; stdout: string } {
-    const lines: string[] = [];
-    let stdout = '';
-    for (let at = 0; at < text.length; ) {
-      const nl = text.indexOf('\n', at);
-      if (nl < 0) throw new Error(`an unfinished line: ${JSON.stringify(text.slice(at))}`);
-      const line = text.slice(at, nl);
-      at = nl + 1;
-      const o = /^O \d+ (\d+)$/.exec(line);
-      if (o) {
-        stdout += text.slice(at, at + Number(o[1]));
-        at += Number(o[1]);
-      } else lines.push(line.replace(/^(P \d+) \d+/, '$1'));
-    }
-    return { lines, stdout };
-  }
-  /** The agent still takes requests on the exec's stdin and answers on its stderr, and ends with it. */
-  async function answersOnItsStreams(agent: Agent): Promise<void> {
-    agent.ctl = '';
-    agent.proc.stdin.write(request(1, ['echo', 'on the stream']));
-    await until(agent, /Z 1\n/);
-    assert.deepEqual(frames(agent.ctl), { lines: ['P 1 0 0', 'X 1 0', 'R 1 0 14 14 0 0', 'Z 1'], stdout: 'on the stream\n' });
-    agent.proc.stdin.end();
-    assert.equal(await agent.proc.exited, 0);
-  }
-
-  test('the host\'s tokens set it up: the agent speaks first, then answers over the socket alone', async () => {
-    const agent = await startAgent();
-    const agentToken = token();
-    const hostToken = token();
-    const path = await offer(agent, agentToken, hostToken);
-    const sock = connect(path);
-    let heard = '';
-    const hear = async (re: RegExp) => {
-      while (!re.test(heard)) await new Promise((r) => sock.once('data', (c: Buffer) => r((heard += c.toString('latin1')))));
-    };
-    await hear(/\n/);
-    assert.equal(heard, `${agentToken}\n`, 'its token, before the host wrote a byte');
-    sock.write(`${hostToken}\n`);
-    await hear(/setsid direct native\n$/);
-    assert.match(heard, /\nH 1 \d+ setsid direct native\n$/);
-    heard = '';
-    const before = agent.ctl;
-    sock.write(request(1, ['sh', '-c', `echo over the socket; ls ${agent.dir}`]));
-    await hear(/Z 1\n$/);
-    const answer = frames(heard);
-    assert.equal(answer.stdout, 'over the socket\nct-exec-agent\n', 'the socket file is gone once connected');
-    assert.deepEqual(answer.lines, ['P 1 0 0', 'X 1 0', 'R 1 0 30 30 0 0', 'Z 1']);
-    assert.equal(agent.ctl, before, 'nothing more on the exec\'s stderr');
-    // Ending the exec's stdin still ends the agent, and with it the socket.
-    const closed = new Promise((r) => sock.on('close', r));
-    agent.proc.stdin.end();
-    await closed;
-    assert.equal(await agent.proc.exited, 0);
-  });
-
-  test('a process inside the container that connects first hears nothing, and the agent stays on its streams', async () => {
-    const agent = await startAgent();
-    const path = await offer(agent, token(), token());
-    // A peer in the container's pid namespace, as anything the sandbox runs is.
-    const script = `const s=require('net').connect(${JSON.stringify(path)});let g='';s.on('data',c=>g+=c);s.on('close',()=>process.stdout.write(JSON.stringify(g)));s.on('error',e=>process.stdout.write('error '+e.code))`;
-    const inside = await run('nsenter', ['--target', String(initPid), '--pid', '--', process.execPath, '-e', script]);
-    assert.equal(inside.stdout, '""');
-    // The attempt is over: the host's own connection is refused, and requests go by the stream.
-    await assert.rejects(listen(path), /ENOENT|ECONNREFUSED/);
-    await answersOnItsStreams(agent);
-  });
-
-  test('a peer outside that answers with the wrong token is cut off; the agent stays on its streams', async () => {
-    const agent = await startAgent();
-    const agentToken = token();
-    const path = await offer(agent, agentToken, token());
-    assert.equal(await listen(path, `${token()}\n`), `${agentToken}\n`);
-    await answersOnItsStreams(agent);
-  });
-
-  test('a channel whose socket cannot be reached stays on its streams, at once', async () => {
-    const engine = EngineExec.local()!;
-    const started = Date.now();
-    // The exec's pid as a Docker Engine in a VM would give it: no such process here.
-    const ch = await ExecChannel.start({
-      runner: new LocalRunner(),
-      docker: 'docker',
-      containerId: container,
-      kill: async () => {},
-      startExec: async (cmd, user) => Object.assign(await engine.start(container, cmd, user), { hostPid: async () => 999_999_999 }),
-    }, undefined);
-    try {
-      assert.ok(Date.now() - started < 1_500, `started in ${Date.now() - started} ms`);
-      assert.equal(ch.agent, 'native');
-      assert.equal(ch.transport, 'stream');
-      const r = await ch.run(encodeChannelCommand(['echo', 'fine'], {})!, { maxOutput: 1000 });
-      assert.equal(r.kind, 'done');
-      assert.equal(r.kind === 'done' && r.stdout.toString(), 'fine\n');
-    } finally {
-      ch.close();
     }
   });
 });

@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { connect, type Socket } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { TailBuffer } from '../../host/tail-buffer.js';
 import { CHANNEL_AGENT } from './agent-script.js';
 import { INLINE_SCRIPT_LIMIT } from './channel-command.js';
@@ -21,9 +21,9 @@ const DRAIN_GRACE_MS = 2_000;
  * so a slow Docker daemon does not pass for a stuck agent.
  */
 const KILL_BACKSTOP_MS = 5_000;
-/** How long connecting to the agent's socket may take before the channel stays on its streams. */
+/** How long the agent may take to connect to the host's socket before the channel stays on its streams. */
 const DIRECT_TIMEOUT_MS = 2_000;
-/** The longest path connect() takes for a unix socket (sun_path less its NUL). */
+/** The longest path bind() takes for a unix socket (sun_path less its NUL). */
 const MAX_SOCKET_PATH = 107;
 
 /**
@@ -72,8 +72,11 @@ export class ExecChannel {
   private proc?: ChannelProcess;
   /** The direct connection to the agent, once it carries the channel (see tryDirect). */
   private sock?: Socket;
-  /** A direct connection being set up: its tokens, and how to end the attempt. */
-  private attempt?: { agentToken: string; hostToken: string; done?: (ok: boolean) => void };
+  /**
+   * A direct connection being set up: its tokens, whether the D request went out and the agent
+   * declined it (`D -`, at most once), and how to end the attempt while it runs.
+   */
+  private attempt?: { agentToken: string; hostToken: string; offered: boolean; declined: boolean; done?: (ok: boolean) => void };
   private readonly parser = new FrameParser();
   private nextId = 1;
   private current?: InFlight;
@@ -85,8 +88,9 @@ export class ExecChannel {
   agent: ExecAgentKind = 'sh';
   /**
    * How requests and answers travel: `stream`, the docker exec's own streams (through
-   * containerd's shim and dockerd), or `direct`, a unix socket from this process into the
-   * container (a local engine, where this process may enter the container's files).
+   * containerd's shim and dockerd), or `direct`, a unix socket this process listens on in the
+   * agent's directory, which the agent connected to (a local engine, where this process may
+   * enter the container's files).
    */
   transport: 'stream' | 'direct' = 'stream';
 
@@ -262,17 +266,18 @@ export class ExecChannel {
         return this.attempt.done(true);
       }
       if (f.direct && this.proc?.hostPid && !this.attempt) {
-        // Offer the socket; the channel is ready once it is set up or given up (tryDirect).
-        this.attempt = { agentToken: randomBytes(16).toString('hex'), hostToken: randomBytes(16).toString('hex') };
-        this.proc.stdin.write(`D ${this.attempt.agentToken} ${this.attempt.hostToken}\n`);
-        return;
+        // Offer a socket; the channel is ready once it is set up or given up (tryDirect).
+        this.attempt = { agentToken: randomBytes(16).toString('hex'), hostToken: randomBytes(16).toString('hex'), offered: false, declined: false };
+        // Whatever goes wrong in setting it up leaves the channel on its streams.
+        return void this.tryDirect().catch(() => (this.attempt?.done ? this.attempt.done(false) : this.ready()));
       }
       return this.ready();
     }
     if (f.type === 'direct') {
-      if (this.state !== 'starting' || !this.attempt || this.attempt.done) return this.fail('protocol error: an unasked direct answer');
-      if (f.path === undefined) return this.ready();
-      return void this.tryDirect(f.path);
+      // `D -`: the agent did not connect. It may come after the host gave up and moved on.
+      if (!this.attempt?.offered || this.attempt.declined) return this.fail('protocol error: an unasked direct answer');
+      this.attempt.declined = true;
+      return this.attempt.done?.(false);
     }
     if (f.type === 'refused') {
       this.shut(`the image cannot run it: ${f.reason}`, 'image');
@@ -321,54 +326,83 @@ export class ExecChannel {
   }
 
   /**
-   * Connects to the agent's socket at `path` (inside the container) through /proc/<pid>/root,
-   * as the agent's D answer offers (see try_direct in ct-exec-agent.c). The agent speaks first,
-   * its token, and nothing is written before it proves itself: a socket put in its place by
-   * something else in the container learns nothing. Any failure (no pid, no access to the
-   * container's files, a wrong or missing token) leaves the channel on its streams.
+   * Listens on a socket of its own making in the agent's directory and lets the agent connect
+   * (see try_direct in ct-exec-agent.c). The host never connects to a path the container could
+   * name or replace: it creates the socket through /proc/<pid>/cwd, the magic link to the agent
+   * process's working directory (its private directory), under a random name; bind() makes a
+   * new file and follows no symlink in its place. The first connection is the only one taken,
+   * and it must send the agent's token before the host writes a byte. Any failure (no pid, no
+   * access to the container's files, a timeout, a wrong or missing token, the agent's `D -`)
+   * leaves the channel on its streams.
    */
-  private async tryDirect(path: string): Promise<void> {
+  private async tryDirect(): Promise<void> {
     const attempt = this.attempt!;
     const pid = await this.proc!.hostPid!();
     if (this.state !== 'starting') return;
-    const hostPath = pid === undefined ? '' : `/proc/${pid}/root${path}`;
-    if (!hostPath || Buffer.byteLength(hostPath) > MAX_SOCKET_PATH) return this.ready();
-    const sock = connect(hostPath);
+    const name = `ct-${randomBytes(12).toString('hex')}`;
+    const path = pid === undefined ? '' : `/proc/${pid}/cwd/${name}`;
+    if (!path || Buffer.byteLength(path) > MAX_SOCKET_PATH) return this.ready();
+    // The name is needed until one connection arrives. Closing the server removes it: libuv
+    // unlinks a listening pipe's path as it closes (unlink follows no symlink).
+    const server = createServer();
+    let sock: Socket | undefined;
     let head = Buffer.alloc(0);
     const timer = setTimeout(() => attempt.done?.(false), DIRECT_TIMEOUT_MS);
     attempt.done = (ok) => {
       attempt.done = undefined;
       clearTimeout(timer);
+      server.close();
       if (ok) {
         this.transport = 'direct';
         return this.ready();
       }
-      sock.destroy();
-      if (this.sock === sock) this.sock = undefined;
+      sock?.destroy();
+      if (sock && this.sock === sock) this.sock = undefined;
       this.ready();
     };
-    sock.on('error', () => attempt.done?.(false));
-    sock.on('close', () => {
-      if (attempt.done) attempt.done(false);
-      else if (this.sock === sock) this.fail('the direct connection to the agent closed');
+    server.on('error', () => attempt.done?.(false));
+    server.on('connection', (s: Socket) => {
+      if (sock || !attempt.done) return void s.destroy();
+      sock = s;
+      server.close();
+      s.on('error', () => attempt.done?.(false));
+      s.on('close', () => {
+        if (attempt.done) attempt.done(false);
+        else if (this.sock === s) this.fail('the direct connection to the agent closed');
+      });
+      const onHead = (c: Buffer) => {
+        head = Buffer.concat([head, c]);
+        const nl = head.indexOf(10);
+        if (nl < 0) {
+          if (head.length > 256) attempt.done?.(false);
+          return;
+        }
+        const got = head.subarray(0, nl);
+        const want = Buffer.from(attempt.agentToken, 'latin1');
+        if (got.length !== want.length || !timingSafeEqual(got, want)) return attempt.done?.(false);
+        s.off('data', onHead);
+        this.sock = s;
+        s.on('data', (d: Buffer) => this.onControl(d));
+        s.write(`${attempt.hostToken}\n`);
+        if (head.length > nl + 1) this.onControl(head.subarray(nl + 1));
+      };
+      s.on('data', onHead);
     });
-    const onHead = (c: Buffer) => {
-      head = Buffer.concat([head, c]);
-      const nl = head.indexOf(10);
-      if (nl < 0) {
-        if (head.length > 256) attempt.done?.(false);
-        return;
-      }
-      const got = head.subarray(0, nl);
-      const want = Buffer.from(attempt.agentToken, 'latin1');
-      if (got.length !== want.length || !timingSafeEqual(got, want)) return attempt.done?.(false);
-      sock.off('data', onHead);
-      this.sock = sock;
-      sock.on('data', (d: Buffer) => this.onControl(d));
-      sock.write(`${attempt.hostToken}\n`);
-      if (head.length > nl + 1) this.onControl(head.subarray(nl + 1));
-    };
-    sock.on('data', onHead);
+    // The agent may run as another user than this process: the socket is made writable by all
+    // as bind() creates it (the umask is process-wide, for the bind and listen calls alone), and
+    // never chmod-ed afterwards, which by path would follow a symlink put in its place. Only
+    // the agent's user can reach its 0700 directory.
+    const umask = process.umask(0o111);
+    try {
+      server.listen(path);
+    } finally {
+      process.umask(umask);
+    }
+    // bind() and listen() ran in that call; their failure (EACCES without root, a name taken)
+    // is only reported on the next tick.
+    if (!server.listening) return attempt.done(false);
+    attempt.offered = true;
+    this.proc!.stdin.write(`D ${attempt.agentToken} ${attempt.hostToken} ${name}\n`);
   }
 
   private complete(call: InFlight): void {
@@ -435,6 +469,8 @@ export class ExecChannel {
     }
     this.state = 'closed';
     this.closeReason = reason;
+    // A direct attempt still under way closes its server (and removes its socket) now.
+    this.attempt?.done?.(false);
     if (wasStarting) this.hello?.reject(new ChannelStartError(reason, cause));
     // An agent that was killed leaves its readers blocked on FIFOs nobody will open.
     if (reason !== 'closed' && this.readers) void this.host.kill(this.readers.map(String), this.user);

@@ -5,8 +5,11 @@ export type AgentFrame =
    * `file`) or, after a direct hello, the host's socket. `direct`: it can take a D request.
    */
   | { type: 'hello'; pid: number; setsid: boolean; mode: 'stream' | 'file' | 'direct'; native: boolean; direct: boolean }
-  /** The native agent's answer to a D request: the socket it listens on, or undefined (it cannot). */
-  | { type: 'direct'; path?: string }
+  /**
+   * The native agent's `D -`: it did not connect to the socket a D request named. There is no
+   * other answer (success is the direct hello on that socket); the agent never names a path.
+   */
+  | { type: 'direct' }
   /** A line before the hello that is not a frame: docker's own words (a warning, an error). */
   | { type: 'noise'; line: string }
   | { type: 'refused'; reason: string }
@@ -120,8 +123,8 @@ export class FrameParser {
         return { type: 'hello', pid: Number(f[1]), setsid: f[2] !== '-', mode, native, direct: f[5] === 'direct' };
       }
       case 'D':
-        if (!this.greeted || f.length !== 1 || !(f[0] === '-' || /^\/[\x21-\x7e]*$/.test(f[0]!))) throw bad();
-        return f[0] === '-' ? { type: 'direct' } : { type: 'direct', path: f[0] };
+        if (!this.greeted || f.length !== 1 || f[0] !== '-') throw bad();
+        return { type: 'direct' };
       case 'E':
         return { type: 'refused', reason: f.join(' ') };
       case 'F':

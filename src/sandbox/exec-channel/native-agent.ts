@@ -30,7 +30,10 @@ export function nativeAgentBinary(): Buffer | undefined {
  * Runs before the sh agent, in the same `sh -c` (`sh -c BOOT+AGENT sh <stream|file> <size>
  * <drain ms>`): when a binary of <size> bytes follows on stdin, it is written into a private
  * temporary directory and exec'd, if the machine is x86_64 and the binary runs there (a probe:
- * a noexec /tmp fails it). Otherwise its bytes are consumed and the sh agent runs. The variables
+ * a noexec /tmp fails it). The agent then works from that directory (mktemp's 0700: its user's
+ * alone), where a direct channel's host creates the socket the agent connects to (see
+ * tryDirect); its commands still start in the cwd docker exec gave. Otherwise the binary's
+ * bytes are consumed and the sh agent runs. The variables
  * sh itself adds (PWD, OLDPWD, SHLVL) are dropped first, so the agent's environment, and its
  * commands', is the one docker exec gave. The host
  * sends nothing more until the hello, so `head -c` may read ahead where it buffers. The

@@ -38,7 +38,8 @@ export interface ChannelHost {
 export interface ChannelProcess extends RunningProcess {
   /**
    * The exec's pid on this machine, where its engine runs on this machine's kernel (a local
-   * engine) and channels may connect to their agents directly; undefined if it cannot be told.
+   * engine) and a channel may give its agent a socket to connect to (through /proc/<pid>/cwd);
+   * undefined if it cannot be told.
    */
   hostPid?(): Promise<number | undefined>;
 }

@@ -28,22 +28,23 @@
  *
  * Hello: `H 1 <pid> setsid stream native direct`. The command runs in its own session (process group
  * = pid, for the host's timeout kill), with default signal dispositions and an empty signal
- * mask, stdin from the request's bytes (a memfd, else an unlinked file) or /dev/null. When the
- * command has exited but something it started still holds its stdout or stderr, the agent
- * reads on for the drain grace (argv[2], ms), then closes the pipes: those processes see a
- * closed pipe, as after `docker exec` returns.
+ * mask, stdin from the request's bytes (a memfd, else an unlinked file) or /dev/null, in the
+ * request's cwd or else the one docker exec gave (the agent itself works from its directory).
+ * When the command has exited but something it started still holds its stdout or stderr, the
+ * agent reads on for the drain grace (argv[2], ms), then closes the pipes: those processes see
+ * a closed pipe, as after `docker exec` returns.
  *
- * The direct socket (`direct` in the hello): the host, when it can reach the container's
- * filesystem (/proc/<exec pid>/root on the engine's own machine), may answer the hello with
- * `D <agent token> <host token>\n` (32-128 lowercase hex each). The agent binds `<dir>/s` (mode
- * 0600 in its 0700 directory) and says `D <path>` (or `D -`: no socket, stay on the streams).
- * The first peer to connect must be outside the container's pid namespace (SO_PEERCRED pid 0:
- * nothing the sandbox runs can pass); the agent sends its token first, so the host knows it
- * reached this agent before it sends anything, then reads the host's token (2 s). Any failure
- * closes the socket, removes it and ends the attempt for good: requests keep coming on stdin.
- * On success the socket carries both directions (`H 1 <pid> setsid direct native`, then the
- * same protocol), one hop instead of three per message; stdin is then only watched for its
- * end, which still ends the agent.
+ * The direct socket (`direct` in the hello, said once the agent works from its directory): the
+ * host, when it runs on the engine's own machine, may create a listening socket in that
+ * directory itself, through /proc/<exec pid>/cwd, and answer the hello with `D <agent token>
+ * <host token> <name>\n` (tokens: 32-128 lowercase hex; name: a plain file name). The agent
+ * connects to ./<name>; the listener must be outside the container's pid namespace
+ * (SO_PEERCRED pid 0: nothing the sandbox runs can pass); the agent sends its token first, then
+ * reads the host's token (2 s). Any failure closes the connection and says `D -`: requests keep
+ * coming on stdin. The host never connects to anything in the container, so no path the
+ * container could name or replace leads it anywhere. On success the socket carries both
+ * directions (`H 1 <pid> setsid direct native`, then the same protocol), one hop instead of
+ * three per message; stdin is then only watched for its end, which still ends the agent.
  *
  * The agent ignores TERM, INT and HUP (a task's `pkill` must not take the channel down) and
  * exits when its stdin closes, removing its directory (argv[1]); the spare then reads the end of
@@ -80,6 +81,8 @@ extern char **environ;
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static const char *agent_dir = "";
+/* The cwd docker exec gave (O_PATH), where a call without a cwd runs; -1: the agent's own cwd. */
+static int home_fd = -1;
 static long drain_ms = 2000;
 static int chld_pipe[2] = {-1, -1};
 /* Where requests come from and answers go: the docker exec's stdin and stderr, or, once the
@@ -147,8 +150,6 @@ static void cleanup_and_exit(int code) {
     snprintf(path, sizeof path, "%s/ct-exec-agent", agent_dir);
     unlink(path);
     snprintf(path, sizeof path, "%s/i", agent_dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/s", agent_dir);
     unlink(path);
     rmdir(agent_dir);
   }
@@ -315,9 +316,10 @@ static const char *from_cwd(const char *cwd, const char *name, char *buf, size_t
   return buf;
 }
 
-static int runnable(const char *path) {
+/* Whether `path` is a file the user may run; a relative path is taken from `dir` (a fd). */
+static int runnable(int dir, const char *path) {
   struct stat st;
-  return path && stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+  return path && fstatat(dir, path, &st, 0) == 0 && S_ISREG(st.st_mode) && faccessat(dir, path, X_OK, 0) == 0;
 }
 
 /*
@@ -325,9 +327,11 @@ static int runnable(const char *path) {
  * sh agent's lookup does before it says P: a missing command is F, and docker exec reports it.
  */
 static const char *find_command(const char *file, const char *cwd, char **env, char *buf, size_t cap) {
+  /* Without a cwd, relative names are the ones the command will see from docker exec's cwd. */
+  int from = cwd[0] || home_fd < 0 ? AT_FDCWD : home_fd;
   if (strchr(file, '/')) {
     const char *p = from_cwd(cwd, file, buf, cap);
-    return runnable(p) ? p : NULL;
+    return runnable(from, p) ? p : NULL;
   }
   if (!file[0]) return NULL;
   const char *path = NULL;
@@ -345,7 +349,7 @@ static const char *find_command(const char *file, const char *cwd, char **env, c
       if ((size_t)snprintf(joined, sizeof joined, "%s/%s", dlen ? dir : ".", file) < sizeof joined) {
         const char *q = from_cwd(cwd, joined, buf, cap);
         if (q == joined && strlen(joined) < cap) q = strcpy(buf, joined);
-        if (runnable(q)) return q;
+        if (runnable(from, q)) return q;
       }
     }
     if (!colon) return NULL;
@@ -451,10 +455,10 @@ static void child_setup(int in, int out, int err) {
 
 static int parse_call(char *payload, size_t plen, char **cwd, char ***argv, char ***env);
 
-/* In a child: the command in its cwd; what went wrong on its stderr, as sh would say it. */
+/* In a child: the command in its cwd (none: docker exec's); what went wrong on its stderr, as sh would say it. */
 static void start_command(const char *cwd, const char *file, char **argv, char **env) {
-  if (cwd[0] && chdir(cwd) != 0) {
-    dprintf(2, "cd: %s: %s\n", cwd, strerror(errno));
+  if (cwd[0] ? chdir(cwd) != 0 : home_fd >= 0 && fchdir(home_fd) != 0) {
+    dprintf(2, "cd: %s: %s\n", cwd[0] ? cwd : ".", strerror(errno));
     _exit(126);
   }
   exec_file(file, argv, env);
@@ -764,17 +768,30 @@ static int same_token(const char *a, const char *b, size_t n) {
   return d == 0;
 }
 
-/* One line (at most cap - 1 bytes, newline dropped) from fd within ms; 0 otherwise. */
+/* The host's socket in the agent's directory: a plain file name, no path. */
+static int plain_name(const char *s) {
+  size_t n = 0;
+  for (; s[n]; n++) {
+    char c = s[n];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) return 0;
+  }
+  return n > 0 && n <= 64 && s[0] != '.';
+}
+
+/* One line (at most cap - 1 bytes, newline dropped) from fd within ms; 0 otherwise, or as soon as stdin has something. */
 static int read_line_fd(int fd, char *out, size_t cap, long ms) {
   size_t n = 0;
   long until = now_ms() + ms;
   while (n + 1 < cap) {
     long left = until - now_ms();
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (left <= 0 || poll(&p, 1, (int)left) <= 0) return 0;
-    ssize_t r = read(fd, out + n, 1);
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+    if (left <= 0) return 0;
+    int r = poll(p, 2, (int)left);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return 0;
+    if (r <= 0 || p[1].revents || !p[0].revents) return 0;
+    ssize_t k = read(fd, out + n, 1);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return 0;
     if (out[n] == '\n') {
       out[n] = 0;
       return 1;
@@ -785,82 +802,56 @@ static int read_line_fd(int fd, char *out, size_t cap, long ms) {
 }
 
 /*
- * `D <agent token> <host token>`: the host offers to talk over a unix socket instead of the
- * docker exec's streams, which saves each message two hops (containerd's shim and dockerd).
- * The agent listens on <dir>/s and says `D <path>` (`D -`: it cannot); the host connects
- * through /proc/<agent's host pid>/root. A connection counts only if its peer is outside this
- * container's pid namespace (SO_PEERCRED's pid is 0 there): a process of the sandbox that
- * connects, or that put its own socket in the path's place to relay, has a pid here. On a peer
- * that passes, the agent speaks first, its token, so the host writes nothing to a socket that
- * is not the agent's; the host answers with its token; then the hello, `H 1 <pid> setsid direct
- * native`, comes over the socket, which carries requests and answers from then on. The docker
- * exec stays open: its stdin ending still ends the agent. Anything on stdin first (the host
- * gave up on the socket and sent a request) or a peer that fails ends the attempt.
+ * Connects to the host's socket ./<name>, in the agent's directory (its cwd), and proves itself:
+ * the listener must be outside this container's pid namespace (SO_PEERCRED's pid is 0 there),
+ * so a socket a process of the sandbox put in the name's place learns nothing; the agent's token
+ * goes first, then the host's must come back within 2 s. Returns the connection, or -1.
  */
-static void try_direct(char *tokens) {
-  char *agent_token = strsep(&tokens, " "), *host_token = tokens;
-  if (!agent_token || !host_token || !hex_token(agent_token) || !hex_token(host_token)) refuse("bad request header");
+static int connect_host(const char *name, const char *agent_token, const char *host_token) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  char dir[4096];
-  int ls = -1;
-  if (agent_dir[0] == '/' && realpath(agent_dir, dir)) {
-    int n = snprintf(addr.sun_path, sizeof addr.sun_path, "%s/s", dir);
-    int plain = n > 0 && (size_t)n < sizeof addr.sun_path;
-    for (int i = 0; plain && i < n; i++) plain = addr.sun_path[i] > ' ' && addr.sun_path[i] < 127;
-    if (plain) ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  memcpy(addr.sun_path, name, strlen(name) + 1);
+  /* Non-blocking while connecting: a listener with a full backlog is a failure, not a wait. */
+  int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (c < 0) return -1;
+  struct ucred cred;
+  socklen_t clen = sizeof cred;
+  int fl;
+  int ok = connect(c, (struct sockaddr *)&addr, sizeof addr) == 0 && getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
+           cred.pid == 0 && (fl = fcntl(c, F_GETFL)) >= 0 && fcntl(c, F_SETFL, fl & ~O_NONBLOCK) == 0;
+  if (ok) {
+    char msg[160], answer[160];
+    int mn = snprintf(msg, sizeof msg, "%s\n", agent_token);
+    size_t hlen = strlen(host_token);
+    ok = send(c, msg, (size_t)mn, MSG_NOSIGNAL) == mn && read_line_fd(c, answer, sizeof answer, 2000) && strlen(answer) == hlen &&
+         same_token(answer, host_token, hlen);
   }
-  if (ls >= 0) {
-    unlink(addr.sun_path);
-    mode_t old = umask(077);
-    int ok = bind(ls, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(ls, 4) == 0;
-    umask(old);
-    if (!ok) {
-      close(ls);
-      unlink(addr.sun_path);
-      ls = -1;
-    }
+  if (ok) return c;
+  close(c);
+  return -1;
+}
+
+/*
+ * `D <agent token> <host token> <name>`: the host offers to talk over a unix socket instead of
+ * the docker exec's streams, which saves each message two hops (containerd's shim and dockerd).
+ * The host has created and listens on <name> in the agent's cwd, its directory (through
+ * /proc/<agent's host pid>/cwd); the agent connects (connect_host). On success the hello,
+ * `H 1 <pid> setsid direct native`, comes over the socket, which carries requests and answers
+ * from then on. The docker exec stays open: its stdin ending still ends the agent. Otherwise,
+ * or when the host gave up first (something on stdin), the agent says `D -` and stays on its
+ * streams. The name is removed either way (the host removes it too).
+ */
+static void try_direct(char *args) {
+  char *agent_token = strsep(&args, " "), *host_token = strsep(&args, " "), *name = args;
+  if (!agent_token || !host_token || !name || !hex_token(agent_token) || !hex_token(host_token) || !plain_name(name)) {
+    refuse("bad request header");
   }
-  if (ls < 0) {
+  int conn = in_start == in_end ? connect_host(name, agent_token, host_token) : -1;
+  unlink(name);
+  if (conn < 0) {
     control("D -\n");
     flush();
     return;
   }
-  control("D %s\n", addr.sun_path);
-  flush();
-  int conn = -1;
-  while (in_start == in_end) {
-    struct pollfd p[2] = {{.fd = ls, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (p[1].revents) break;
-    if (!(p[0].revents & POLLIN)) continue;
-    int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    struct ucred cred;
-    socklen_t clen = sizeof cred;
-    char answer[160];
-    size_t hlen = strlen(host_token);
-    int ok = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.pid == 0;
-    if (ok) {
-      char msg[160];
-      int mn = snprintf(msg, sizeof msg, "%s\n", agent_token);
-      ok = send(c, msg, (size_t)mn, MSG_NOSIGNAL) == mn && read_line_fd(c, answer, sizeof answer, 2000) &&
-           strlen(answer) == hlen && same_token(answer, host_token, hlen);
-    }
-    if (ok) {
-      conn = c;
-      break;
-    }
-    /* Someone else got there, or the host's answer was wrong: no second try, the stream stays. */
-    close(c);
-    break;
-  }
-  close(ls);
-  unlink(addr.sun_path);
-  /* The host learns of a failure from its connection: refused, or closed unanswered. */
-  if (conn < 0) return;
   in_fd = ctl_fd = conn;
   direct_mode = 1;
   control("H 1 %d setsid direct native\n", (int)getpid());
@@ -895,13 +886,25 @@ int main(int argc, char **argv) {
       if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
     }
   }
+  /* The agent works from its own directory, where the host may put its socket (try_direct);
+     commands without a cwd still start where docker exec started the agent (home_fd). */
+  int direct = 0;
+  if (agent_dir[0] == '/') {
+    home_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (home_fd >= 0 && chdir(agent_dir) == 0) {
+      direct = 1;
+    } else if (home_fd >= 0) {
+      close(home_fd);
+      home_fd = -1;
+    }
+  }
   make_spare();
-  control("H 1 %d setsid stream native direct\n", (int)getpid());
+  control("H 1 %d setsid stream native%s\n", (int)getpid(), direct ? " direct" : "");
   flush();
   char line[MAX_HEADER];
   while (read_line(line, sizeof line)) {
     if (line[0] == 'D' && line[1] == ' ') {
-      if (direct_mode) refuse("bad request header");
+      if (direct_mode || home_fd < 0) refuse("bad request header");
       try_direct(line + 2);
       continue;
     }
