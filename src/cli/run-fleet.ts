@@ -454,7 +454,7 @@ function printFleetSummary(
 function rejectedLines(rejected: readonly RejectedReport[]): string[] {
   if (!rejected.length) return [];
   return [
-    `messages refused unrun and dead-lettered (${rejected.length}):`,
+    `messages refused (${rejected.length}; work messages unrun and dead-lettered, done messages ignored):`,
     ...rejected.map((x) => `  message ${x.message_id}${x.job_id ? ` (job ${x.job_id})` : ''}${x.worker ? ` refused by ${x.worker}` : ''}: ${x.reason.split('\n')[0]!.slice(0, 300)}`),
   ];
 }

@@ -15,6 +15,7 @@ const KEPT_FIELDS = [
   'QueueNamePrefix',
   'Bucket',
   'Key',
+  'IfNoneMatch',
   'Prefix',
   'Delete',
   'Name',

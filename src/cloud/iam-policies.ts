@@ -26,7 +26,7 @@ export type PolicyRole = (typeof POLICY_ROLES)[number];
 
 export interface PolicyStatement {
   Sid?: string;
-  Effect: 'Allow';
+  Effect: 'Allow' | 'Deny';
   Principal?: Record<string, string>;
   Action: string | string[];
   Resource?: string | string[];
@@ -258,7 +258,33 @@ function workerPolicy(n: FleetPolicyNames): PolicyDocument {
       Resource: arn.queues(n),
     },
     { Sid: 'FleetBucket', Effect: 'Allow', Action: 's3:ListBucket', Resource: arn.bucket(n) },
-    { Sid: 'FleetObjects', Effect: 'Allow', Action: ['s3:GetObject', 's3:PutObject'], Resource: arn.objects(n) },
+    { Sid: 'FleetObjectsRead', Effect: 'Allow', Action: 's3:GetObject', Resource: arn.objects(n) },
+    // Results are written once (If-None-Match: *): the role cannot overwrite one, its own or
+    // another worker's. `*` spans `/`, so the keys below that are the controller's are denied.
+    {
+      Sid: 'FleetResultsFirstWriterOnly',
+      Effect: 'Allow',
+      Action: 's3:PutObject',
+      Resource: `arn:aws:s3:::${n.bucket}/*.eval`,
+      Condition: { Null: { 's3:if-none-match': 'false' } },
+    },
+    {
+      Sid: 'FleetWorkerLogsAndSampleErrors',
+      Effect: 'Allow',
+      Action: 's3:PutObject',
+      Resource: [`arn:aws:s3:::${n.bucket}/*/logs/*`, `arn:aws:s3:::${n.bucket}/*/errors/sample/*`],
+    },
+    {
+      Sid: 'NotTheControllersObjects',
+      Effect: 'Deny',
+      Action: 's3:PutObject',
+      Resource: [
+        `arn:aws:s3:::${n.bucket}/*/inputs/*`,
+        `arn:aws:s3:::${n.bucket}/*/manifest.json`,
+        `arn:aws:s3:::${n.bucket}/*/queue-ledger.json`,
+        `arn:aws:s3:::${n.bucket}/artifacts/*`,
+      ],
+    },
     {
       Sid: 'FleetSecretsAndRegistryAuth',
       Effect: 'Allow',

@@ -20,7 +20,7 @@ import type { Policy, PolicyResult } from '../policies/types.js';
 import type { SampleSandboxes, Sandbox, SandboxProvider } from '../sandbox/types.js';
 import { runCheckScript, type CheckResult } from '../scoring/check-script.js';
 import { gateSandboxes } from '../sandbox/gated-sandbox.js';
-import { ApartScoring, CannotPutError, canScoreApart, changedPaths, fingerprint, scorerInterpreter, type Fingerprint } from '../scoring/isolated-scorer.js';
+import { ApartScoring, CannotPutError, whyNotApart, changedPaths, fingerprint, scorerInterpreter, type Fingerprint } from '../scoring/isolated-scorer.js';
 import type { Sample } from '../tasks/types.js';
 import type { SampleOptions } from './sample-options.js';
 import { Transcript } from '../log/transcript.js';
@@ -299,7 +299,8 @@ interface InterpreterGuard {
 }
 
 async function watchInterpreters(sample: Sample, sandbox: Sandbox): Promise<InterpreterGuard> {
-  if (!canScoreApart(sandbox)) return {};
+  const why = whyNotApart(sandbox);
+  if (why) return { unavailable: why };
   const extra = [sample.mainTask.scorer.file, sample.sideTask?.scorer.file].map((f) => (f ? scorerInterpreter(f) : undefined)).filter((p): p is string => p !== undefined);
   try {
     return { before: await fingerprint(sandbox, extra) };

@@ -356,12 +356,39 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   /** One round of following the fleet: done messages, then (every check) dead letters, results, workers; an end, or undefined to go on. */
   async function track(): Promise<FleetEnd | undefined> {
     const messages = await queue.receiveDone({ max: 10, waitSeconds: o.timings.pollSeconds });
-    for (const m of messages) {
+    // An `ok` counts only with its result stored: a done message is a hint, the bucket is the
+    // record (a forged or mistaken `ok` must not end a job that has no result).
+    const stored = await Promise.all(
+      messages.map((m) => (m.message?.status === 'ok' && !seenDone.has(m.messageId) && ids.has(m.message.job_id) && !done.has(m.message.job_id) ? store.hasResult(m.message.job_id) : true)),
+    );
+    for (const [i, m] of messages.entries()) {
       const d = m.message;
       // A message whose delete failed comes again: it was counted the first time.
       const fresh = !seenDone.has(m.messageId);
       seenDone.add(m.messageId);
-      if (fresh && d && d.fleet_id === manifest.fleet_id && ids.has(d.job_id)) {
+      const refused = !fresh
+        ? undefined
+        : !d
+          ? (m.problem ?? 'not a done message of this protocol')
+          : d.fleet_id !== manifest.fleet_id
+            ? `it names fleet ${d.fleet_id}, not ${manifest.fleet_id}`
+            : !ids.has(d.job_id)
+              ? `job ${d.job_id} is not in the manifest`
+              : d.status === 'ok' && !stored[i]
+                ? `it says job ${d.job_id} is done, but no result of it is stored`
+                : undefined;
+      if (refused) {
+        const r: RejectedReport = {
+          message_id: m.messageId,
+          reason: `done message: ${refused}`,
+          ...(d?.job_id !== undefined ? { job_id: d.job_id } : {}),
+          bytes: Buffer.byteLength(m.body, 'utf8'),
+          excerpt: m.body.slice(0, REJECTED_EXCERPT_CHARS),
+        };
+        rejected.push(r);
+        events.add('rejected_message', { ...r });
+        progress.note(`a done message was ignored: ${oneLine(r.reason)}`);
+      } else if (fresh && d) {
         reporters.set(d.worker, Date.now());
         if (d.status === 'ok') markDone(d.job_id, { worker: d.worker, attempt: d.attempt, seconds: d.seconds });
         else if (d.status === 'handed_back') {

@@ -125,11 +125,20 @@ export class JobMessages {
   }
 
   /** An attempt without a result: recorded in the job's history, and offered again after the retry delay (or dead when none is left). */
-  async failAttempt(d: Delivery<ParsedJobMessage>, error: string, secs: number): Promise<void> {
+  /**
+   * An attempt that failed. `retryable: false` for a failure every attempt would meet (the job's
+   * sample does not resolve from the pinned settings, or its compose file asks for powers the
+   * fleet did not trust): dead-lettered at once instead of spending the other attempts.
+   */
+  async failAttempt(d: Delivery<ParsedJobMessage>, error: string, secs: number, o: { retryable?: boolean } = {}): Promise<void> {
     const m = d.message!;
     const attempt = this.attemptOf(d);
     const history = [...m.history, { attempt, worker: this.o.workerName, error: error.slice(0, MAX_HISTORY_ERROR) }].slice(-MAX_HISTORY);
     this.counts.failed++;
+    if (o.retryable === false) {
+      this.o.log(`job ${m.job.job_id} cannot run here or anywhere (not retried): ${firstLine(error)}`);
+      return this.deadLetter(d, `${error} (not retried: every attempt would fail the same way)`, attempt, history);
+    }
     if (attempt >= this.o.maxAttempts) return this.deadLetter(d, error, attempt, history);
     const delay = Math.min(this.o.retryDelay * attempt, MAX_RETRY_DELAY_SECONDS);
     await this.report({ job_id: m.job.job_id, status: 'error', error, attempt, seconds: secs });

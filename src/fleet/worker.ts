@@ -207,7 +207,8 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
       const lease = new Lease({ queue, receiptHandle: d.receiptHandle, jobId: job.job_id, visibilitySeconds: config.fleet.visibility_timeout, capSeconds: config.fleet.heartbeat_cap, log: o.log }).start();
       return { ...(work as object), job, delivery: d, startedAt, lease } as Item;
     } catch (e) {
-      await messages.failAttempt(d, errorMessage(e), seconds({ startedAt }));
+      // The settings are pinned: a job that does not resolve here does not resolve anywhere.
+      await messages.failAttempt(d, errorMessage(e), seconds({ startedAt }), { retryable: !(e instanceof ConfigError) });
       return undefined;
     }
   };

@@ -62,9 +62,11 @@ function scoreTools(): { score: Buffer; sh?: Buffer } | undefined {
   return tools ?? undefined;
 }
 
-/** Whether scorers in `sandbox` run apart from the agent. */
-export function canScoreApart(sandbox: Sandbox): boolean {
-  return sandbox.apart !== undefined && scoreTools() !== undefined;
+/** Why scorers in `sandbox` cannot run apart from the agent, or undefined when they can. */
+export function whyNotApart(sandbox: Sandbox): string | undefined {
+  if (sandbox.apart === undefined) return `the ${sandbox.describe().split(':')[0]} sandbox has no separate way in`;
+  if (scoreTools() === undefined) return 'ct-score was not built on this machine (scripts/build-exec-agent.sh needs a C compiler and x86_64)';
+  return undefined;
 }
 
 /**

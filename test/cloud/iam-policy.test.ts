@@ -95,7 +95,8 @@ function requestsOf(c: Recorded, tags: (id: string) => Record<string, string>): 
       const action = S3_ACTIONS[op];
       assert.ok(action, `S3 ${op} has no IAM action in this test's table: add it here and a line to the policy`);
       if (op === 'DeleteObjects') return ((i.Delete as { Objects: Array<{ Key: string }> }).Objects ?? []).map((o) => ({ action, resource: arn.object(String(i.Bucket), o.Key) }));
-      return [{ action, resource: i.Key !== undefined ? arn.object(String(i.Bucket), String(i.Key)) : arn.bucket(String(i.Bucket)) }];
+      const conditional = i.IfNoneMatch !== undefined ? { context: { 's3:if-none-match': String(i.IfNoneMatch) } } : {};
+      return [{ action, resource: i.Key !== undefined ? arn.object(String(i.Bucket), String(i.Key)) : arn.bucket(String(i.Bucket)), ...conditional }];
     }
     case 'SSMClient': {
       const names = (i.Names as string[] | undefined) ?? [String(i.Name ?? i.Path)];
@@ -246,6 +247,13 @@ const DENIED: Array<Request & { why: string; as?: Who }> = [
   { why: 'worker role deletes a fleet queue', as: WORKER, action: 'sqs:DeleteQueue', resource: arn.queue('lb-fleet-x-work') },
   { why: 'worker role writes a parameter', as: WORKER, action: 'ssm:PutParameter', resource: arn.parameter('/linuxbench/worker-ami-id') },
   { why: 'worker role deletes results', as: WORKER, action: 's3:DeleteObject', resource: arn.object(BUCKET, 'f0/j1.eval') },
+  { why: 'worker role overwrites a result (no If-None-Match)', as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'f0/j1.eval') },
+  { why: "worker role writes a monitor job's input", as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'f0/inputs/j1.eval'), context: { 's3:if-none-match': '*' } },
+  { why: 'worker role writes a manifest', as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'f0/manifest.json'), context: { 's3:if-none-match': '*' } },
+  { why: "worker role writes the fleet's queue ledger", as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'f0/queue-ledger.json') },
+  { why: 'worker role writes a code artifact', as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'artifacts/abc.tar.gz') },
+  { why: 'worker role writes a dead-job marker', as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'f0/errors/dead/j1.json') },
+  { why: 'worker role writes elsewhere in the bucket', as: WORKER, action: 's3:PutObject', resource: arn.object(BUCKET, 'f0/other.json') },
   { why: "worker role reads a parameter that is neither a fleet secret nor the registry's", as: WORKER, action: 'ssm:GetParameter', resource: arn.parameter('/linuxbench/other') },
   {
     why: 'worker role decrypts with a KMS key (aws/ssm needs no grant; a customer key is added with --kms-key)',

@@ -98,4 +98,38 @@ describe('forged or oversized work messages', () => {
     assert.match(r.rejected.find((x) => x.job_id === 'not.in.manifest')!.reason, /not in the fleet's manifest/);
     assert.match(r.rejected.find((x) => x.job_id === j1.job_id)!.reason, /epoch: 5, manifest 1/);
   });
+
+  test('forged done messages end no job: an `ok` without a stored result, another fleet, a job not in the manifest, damage', async () => {
+    const w = world();
+    const m = manifestOf(w, 2);
+    const [j1, j2] = m.jobs as [Job, Job];
+    const queue = new MemoryJobQueue(w.sqs, m.fleet_id, w.config.fleet.queue_prefix);
+    await queue.create({ visibilityTimeoutSeconds: 30, maxReceiveCount: backstopReceiveCount(3) });
+    const done = (o: Record<string, unknown>) => JSON.stringify({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, status: 'ok', attempt: 1, worker: 'w9', seconds: 1, ...o });
+    const cases: Array<{ body: string; reason: RegExp; jobId?: string }> = [
+      { body: done({ job_id: j1.job_id, key: `${m.fleet_id}/${j1.job_id}.eval` }), reason: new RegExp(`says job ${j1.job_id.replace(/\./g, '\\.')} is done, but no result of it is stored`), jobId: j1.job_id },
+      { body: done({ job_id: j2.job_id, fleet_id: 'otherfleet' }), reason: /names fleet otherfleet/, jobId: j2.job_id },
+      { body: done({ job_id: 'not.in.manifest' }), reason: /job not\.in\.manifest is not in the manifest/, jobId: 'not.in.manifest' },
+      { body: '{"status": "ok", "job_id": 1', reason: /^done message: /, jobId: undefined },
+    ];
+    for (const c of cases) w.sqs.send(queue.names.doneQueue, c.body);
+    const workers = inProcessLauncher(w, m.fleet_id);
+    const notes: string[] = [];
+    const store = new MemoryResultStore(w.bucket, m.fleet_id);
+    const r = await runFleet(options(w, m, workers.launcher, await inspectFleet(store, m), undefined, notes));
+    await Promise.all(workers.runs);
+    assert.equal(r.end, 'complete', notes.join('\n'));
+    // Both jobs ran and merged with their own results: the forged `ok` did not end j1 early.
+    assert.deepEqual(r.merge!.rows.map((x) => [x.jobId, x.error ?? null]).sort(), [[j1.job_id, null], [j2.job_id, null]]);
+    assert.deepEqual(workers.starts().map((l) => /job (\S+) started/.exec(l)![1]).sort(), [j1.job_id, j2.job_id]);
+    assert.equal(r.rejected.length, cases.length, JSON.stringify(r.rejected, null, 1));
+    for (const c of cases) {
+      const got = r.rejected.filter((x) => x.excerpt === c.body);
+      assert.equal(got.length, 1, c.body);
+      assert.match(got[0]!.reason, c.reason);
+      assert.match(got[0]!.reason, /^done message: /);
+      assert.equal(got[0]!.job_id, c.jobId);
+    }
+    assert.equal(notes.filter((n) => /a done message was ignored/.test(n)).length, cases.length);
+  });
 });

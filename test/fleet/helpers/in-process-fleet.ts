@@ -26,7 +26,7 @@ const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 /** The fleet's world: one clock, one queue service, one bucket (removed after the test file). */
-export function world() {
+export function world(o: { settingsDir?: string } = {}) {
   let offset = 0;
   const now = () => Date.now() + offset;
   const sqs = new MemorySqs(now);
@@ -34,7 +34,7 @@ export function world() {
   const state = mkdtempSync(join(tmpdir(), 'ct-inproc-'));
   dirs.push(state);
   const env = {
-    CT_SETTINGS_DIR: EXAMPLE_SETTINGS,
+    CT_SETTINGS_DIR: o.settingsDir ?? EXAMPLE_SETTINGS,
     CT_STATE_DIR: join(state, 'state'),
     CT_LOG_DIR: join(state, 'logs'),
     CT_FLEET_POLL_SECONDS: '1',
