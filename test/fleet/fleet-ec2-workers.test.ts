@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { DescribeInstancesCommand, DescribeSecurityGroupsCommand, EC2Client, type Instance } from '@aws-sdk/client-ec2';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -108,6 +108,11 @@ describe('ct run eval --ec2 with workers booted from their user-data', () => {
         assert.ok(!inst.userData.includes(PLANTED), 'no secret in the user-data');
         assert.ok(inst.userData.length <= 16_384);
         assert.deepEqual(inst.installs, [], 'nothing installed on the worker AMI');
+        // Before the worker ran a container: the firewall rule that keeps containers off the metadata service.
+        const iptables = join(inst.root, '.harness', 'iptables-calls');
+        assert.ok(existsSync(iptables) && /-I DOCKER-USER -d 169\.254\.169\.254 -j DROP/.test(readFileSync(iptables, 'utf8')), 'DOCKER-USER drops container traffic to 169.254.169.254');
+        const boot = harness.localLog(inst.id);
+        if (boot.includes('worker: start')) assert.ok(boot.indexOf('block-container-imds') < boot.indexOf('worker: start'), 'the rule is in place before the worker starts');
         // A replacement for the preempted worker may still be booting when the fleet completes: the controller terminates it.
         if (!inst.shutdowns.includes('-h now')) continue;
         selfShutdown++;
