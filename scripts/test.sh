@@ -9,6 +9,8 @@ cd "$REPO"
 say() { echo "test: $*"; }
 
 bash scripts/setup-machine.sh
+# The SQS- and S3-compatible servers the fleet-without-AWS tests run on (ElasticMQ, versitygw).
+bash scripts/setup-queue-store.sh
 
 bash scripts/npm-install.sh
 

@@ -99,7 +99,11 @@ async function workerCommand(flags: WorkerFlags): Promise<number> {
     for (const c of [sqs, s3, ssm]) c.destroy();
     throw e;
   }
-  if (config.fleet.worker_secrets === 'ssm') {
+  const { fleetWithoutAws } = await import('../cloud/endpoint.js');
+  if (config.fleet.worker_secrets === 'ssm' && fleetWithoutAws(config.aws_env)) {
+    log('no SSM on a fleet without AWS (SQS and S3 on servers of their own): API keys come from this machine\'s environment (--secrets env)');
+    ssm.destroy();
+  } else if (config.fleet.worker_secrets === 'ssm') {
     const { fleetSecretsFromConfig } = await import('../fleet/secrets.js');
     const { takeFleetSecrets } = await import('../fleet/worker-secrets.js');
     try {

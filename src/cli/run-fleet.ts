@@ -5,6 +5,7 @@
 import { errorExcerpt } from '../eval/error-excerpt.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import { userInfo } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { fileURLToPath } from 'node:url';
@@ -147,6 +148,15 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
   const packed = input.extraSrc;
   // EC2 workers: who is launching, the instance type's size and the AMI, all read-only, all before anything is created.
   let ec2Plan: Awaited<ReturnType<typeof planEc2>> | undefined;
+  // A fleet on the user's own SQS- and S3-compatible servers calls no other AWS service.
+  const { fleetWithoutAws } = await import('../cloud/endpoint.js');
+  const withoutAws = fleetWithoutAws(config.aws_env);
+  if (withoutAws && spec.kind === 'ec2') {
+    throw new ConfigError(
+      'EC2 workers need AWS (EC2, SSM, IAM, STS), but SQS and S3 point at servers of their own (AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL_S3, fleet.sqs_endpoint / fleet.s3_endpoint): ' +
+        'use --workers local:N or --workers external there, or unset them for AWS',
+    );
+  }
   if (spec.kind === 'ec2') ec2Plan = await planEc2(config);
   const workerCount = fleet.workerCount;
   // EC2 workers without --concurrency run as many samples as their instance type's size allows.
@@ -172,7 +182,7 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
   const jobs = manifest.jobs;
   // Workers elsewhere get the keys through the fleet's SSM parameters; local ones inherit this environment.
   const { fleetSecretsFromConfig, fleetSecretsPath, replaceFleetSecrets, deleteFleetSecrets } = await import('../fleet/secrets.js');
-  const secrets = spec.kind === 'local' ? undefined : fleetSecretsFromConfig(config);
+  const secrets = spec.kind === 'local' || withoutAws || config.fleet.worker_secrets === 'env' ? undefined : fleetSecretsFromConfig(config);
   const { applyAwsEnvironment, createFleetClients } = await import('../cloud/aws-clients.js');
   applyAwsEnvironment(config.aws_env);
   const { SqsJobQueue } = await import('../fleet/sqs-job-queue.js');
@@ -183,7 +193,13 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
   // Credentials checked before anything is created; the caller's name tags what the fleet creates.
   const { preflightCredentials } = await import('../cloud/credentials.js');
   const { MANAGED_BY, TAGS } = await import('../cloud/tags.js');
-  const identity = ec2Plan?.caller ?? (await preflightCredentials({ sts }, config.aws_env));
+  const identity = ec2Plan?.caller ?? (withoutAws ? localCaller() : await preflightCredentials({ sts }, config.aws_env));
+  if (withoutAws) {
+    process.stderr.write(
+      `queues and results on ${config.aws_env.AWS_ENDPOINT_URL_SQS} and ${config.aws_env.AWS_ENDPOINT_URL_S3} (no other AWS service is called)` +
+        (spec.kind === 'external' ? '; workers take API keys from their own environment (ct fleet worker --secrets env)\n' : '\n'),
+    );
+  }
   // Bucket, instance profile, sandbox host: a problem stops here, before the estimate, with nothing created.
   await (await import('../fleet/preflight.js')).preflightFleet({ config, workers: spec, sandbox: input.sandbox ?? 'none', s3, warn: (l) => process.stderr.write(`warning: ${l}\n`) });
   const queue = new SqsJobQueue({
@@ -525,4 +541,15 @@ async function ec2Launcher(
       dockerPatParameter: config.fleet.docker_org_pat_parameter,
     }),
   });
+}
+
+/** Who started the fleet, for its tags, where no STS is asked: this machine's user. */
+function localCaller(): { arn: string; account: string; name: string } {
+  let name = process.env.USER ?? 'unknown';
+  try {
+    name = userInfo().username;
+  } catch {
+    // no passwd entry: the environment's name
+  }
+  return { arn: '', account: '', name: name.replace(/[^A-Za-z0-9_.@-]/g, '-').slice(0, 64) || 'unknown' };
 }

@@ -40,6 +40,21 @@ export function configuredEndpoint(service: ServiceId, awsEnv: Record<string, st
 }
 
 /**
+ * A fleet on SQS- and S3-compatible servers of the user's own, without AWS: SQS and S3 have
+ * endpoints of their own (AWS_ENDPOINT_URL_SQS / _S3, or fleet.sqs_endpoint / s3_endpoint) and
+ * neither STS nor SSM has one (not even AWS_ENDPOINT_URL). Then nothing else is called: the
+ * caller's name (for tags) is the local user's and the fleet's secrets stay in each worker's
+ * environment (`--secrets env`).
+ */
+export function fleetWithoutAws(awsEnv: Record<string, string>): boolean {
+  const own = (service: ServiceId) => {
+    const c = configuredEndpoint(service, awsEnv);
+    return c !== undefined && c.variable !== 'AWS_ENDPOINT_URL';
+  };
+  return own('SQS') && own('S3') && configuredEndpoint('STS', awsEnv) === undefined && configuredEndpoint('SSM', awsEnv) === undefined;
+}
+
+/**
  * A ConfigError for a call that got no answer at all (`isUnansweredAwsCall`), naming the endpoint
  * and what sets it; undefined for any other failure. `doing` says what ct was doing, e.g.
  * "checking your credentials".

@@ -217,6 +217,14 @@ export const configSchema = z.object({
        * `local:` workers, which inherit the controller's); `--secrets`, CT_FLEET_WORKER_SECRETS.
        */
       worker_secrets: z.enum(['ssm', 'env']).default('ssm'),
+      /**
+       * An SQS- and an S3-compatible server for the fleet's queues and results (ElasticMQ,
+       * versitygw, ...), when AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL_S3 do not say; with both set
+       * and no STS or SSM endpoint, a `local:`/`external` fleet needs no other AWS service (see
+       * cloud/endpoint.ts, fleetWithoutAws). CT_FLEET_SQS_ENDPOINT, CT_FLEET_S3_ENDPOINT.
+       */
+      sqs_endpoint: z.string().url().optional(),
+      s3_endpoint: z.string().url().optional(),
       /** `--max-workers`, CT_FLEET_MAX_WORKERS. */
       max_workers: z.number().int().min(1).default(10),
       /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. */
@@ -466,6 +474,8 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   DOCKER_ORG_PAT: ['fleet.docker_org_pat', 'string'],
   CT_FLEET_SECRETS_PREFIX: ['fleet.secrets_prefix', 'string'],
   CT_FLEET_WORKER_SECRETS: ['fleet.worker_secrets', 'string'],
+  CT_FLEET_SQS_ENDPOINT: ['fleet.sqs_endpoint', 'string'],
+  CT_FLEET_S3_ENDPOINT: ['fleet.s3_endpoint', 'string'],
   CT_FLEET_MAX_WORKERS: ['fleet.max_workers', 'number'],
   CT_FLEET_SAMPLES_PER_WORKER: ['fleet.samples_per_worker', 'number'],
   CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', 'number'],
@@ -603,6 +613,9 @@ export function loadConfig(sources: ConfigSources): Config {
   const cacheHome = env.XDG_CACHE_HOME || join(homedir(), '.cache');
   c.monitor.cache_dir = resolve(sources.cwd, (c.monitor.cache_dir ?? join(cacheHome, 'ct', 'monitor')).replace(/^~(?=\/|$)/, homedir()));
   c.aws_env = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('AWS_') && !!e[1]));
+  // The SDK's own variables win over the config's endpoints.
+  if (c.fleet.sqs_endpoint && !c.aws_env.AWS_ENDPOINT_URL_SQS) c.aws_env.AWS_ENDPOINT_URL_SQS = c.fleet.sqs_endpoint;
+  if (c.fleet.s3_endpoint && !c.aws_env.AWS_ENDPOINT_URL_S3) c.aws_env.AWS_ENDPOINT_URL_S3 = c.fleet.s3_endpoint;
   if (c.ssh.key) c.ssh.key = resolve(sources.cwd, c.ssh.key.replace(/^~(?=\/|$)/, homedir()));
   c.models.aliases = { ...DEFAULT_MODEL_ALIASES, ...c.models.aliases };
   // Readers are opened deep inside every command; the caps reach them from here, once compiled.

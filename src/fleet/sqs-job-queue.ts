@@ -66,9 +66,12 @@ export function attributeChanges(role: QueueRole, have: Record<string, string>, 
   const differ: Record<string, string> = {};
   const lines: string[] = [];
   for (const [k, v] of Object.entries(want)) {
+    // SQS reports every attribute asked for; a compatible server that leaves one out does not
+    // keep it (ElasticMQ: MessageRetentionPeriod), and setting it again would change nothing.
+    if (have[k] === undefined) continue;
     if (!sameAttribute(k, have[k], v)) {
       differ[k] = v;
-      lines.push(`${role}.${k}: ${have[k] ?? '(unset)'} -> ${v}`);
+      lines.push(`${role}.${k}: ${have[k]} -> ${v}`);
     }
   }
   return { differ, lines };
