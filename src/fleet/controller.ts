@@ -312,7 +312,14 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   inFlight = 0;
   show();
   result.merge = await step('merging the results', () => results.merge());
-  events.add('merge', { path: result.merge.path, ...(result.merge.paths ? { paths: result.merge.paths } : {}), samples: result.merge.rows.length });
+  // What the control plane cost this process (its own, not its local workers'), for the record.
+  const cpu = process.cpuUsage();
+  events.add('merge', {
+    path: result.merge.path,
+    ...(result.merge.paths ? { paths: result.merge.paths } : {}),
+    samples: result.merge.rows.length,
+    controller: { cpu_seconds: Math.round((cpu.user + cpu.system) / 1e4) / 100, max_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024) },
+  });
   await step('marking error results', () => reconcileErrorMarkers(result.merge!));
   // Results stay in the bucket; the queues go. Workers see their queue gone and leave by
   // themselves: the controller does not wait for local ones (nothing is paid while they wind
