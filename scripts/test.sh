@@ -15,4 +15,10 @@ bash scripts/setup-queue-store.sh
 bash scripts/npm-install.sh
 
 say "running npm test"
-npm test
+rc=0
+npm test || rc=$?
+
+# ct runs on Node 20, 22 and 24: the tests that need no Docker and a fleet end to end, on Node 24.
+say "running the Node 24 tests"
+bash scripts/test-node24.sh || rc=1
+exit "$rc"
