@@ -19,6 +19,13 @@ export interface ExecOptions {
   user?: string;
   /** Seconds. The process tree is killed inside the sandbox when it passes. */
   timeout?: number;
+  /** Bytes kept per output stream, the tail (default EXEC_OUTPUT_LIMIT). */
+  maxOutput?: number;
+  /**
+   * Aborting kills the command's process tree inside the sandbox, as a timeout does; the call
+   * then ends as the command did (killed). Providers that cannot kill ignore it.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {
@@ -89,6 +96,8 @@ export interface SampleInitContext {
   /** A short label for names (sample id and epoch). */
   label: string;
   signal?: AbortSignal;
+  /** Variables for the compose commands that start the sample (e.g. SAMPLE_METADATA_*, as Inspect sets). */
+  env?: Record<string, string>;
   /**
    * Told what this sample's sandboxes want on record (an exec channel falling back to docker
    * exec, once per sandbox); the runner writes it into the sample's log.

@@ -14,7 +14,7 @@ import type {
 import { ComposeCommand, type ComposePreference } from './compose.js';
 import { readComposeFile, type ComposeFileInfo } from './compose-file.js';
 import type { ExecAgentKind } from '../exec-channel/native-agent.js';
-import { ContainerSandbox } from './container-sandbox.js';
+import { ContainerSandbox, type ContainerInfo } from './container-sandbox.js';
 import { DockerCli, lastLines } from './docker-cli.js';
 import { SubnetPool } from './subnet-pool.js';
 
@@ -46,6 +46,10 @@ export interface DockerProviderOptions {
    * local (default true); false keeps them on their `docker exec` streams (benches compare).
    */
   directChannels?: boolean;
+  /** See ContainerSandboxOptions.channelOnSecondCall (default false). */
+  channelOnSecondCall?: boolean;
+  /** See ContainerSandboxOptions.fileModes (default false). */
+  fileModes?: boolean;
   /** Warnings worth a log line, e.g. a sandbox whose image cannot host an exec channel. */
   onNotice?: (message: string) => void;
 }
@@ -187,6 +191,7 @@ export class DockerProvider implements SandboxProvider {
         const r = await this.options.runner.run(compose.argv(project, [file, overrideFile], upArgs), {
           timeoutMs: (this.options.startTimeout ?? 180) * 1000,
           signal: ctx.signal,
+          env: ctx.env,
         });
         if (r.code !== 0 || r.timedOut) {
           const out = r.stderr.toString('utf8') + r.stdout.toString('utf8');
@@ -207,8 +212,17 @@ export class DockerProvider implements SandboxProvider {
           ctx.onNotice?.(m);
           this.options.onNotice?.(m);
         };
-        const sandboxOptions = { execChannel: this.options.execChannel, execAgent: this.options.execAgent, onNotice: notice };
-        for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
+        const sandboxOptions = {
+          execChannel: this.options.execChannel,
+          execAgent: this.options.execAgent,
+          channelOnSecondCall: this.options.channelOnSecondCall,
+          fileModes: this.options.fileModes,
+          onNotice: notice,
+        };
+        for (const svc of ordered) {
+          const c = containers.get(svc)!;
+          sandboxes.set(svc, new ContainerSandbox(this.docker, c.id, svc, { ...sandboxOptions, info: c.info }));
+        }
         this.live.set(sandboxes, state);
         // The agent's tool calls go to `default`: its exec channel starts now, and the sample
         // starts once it is ready, so the first call is as fast as the others. Started in the
@@ -237,7 +251,12 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** Waits until every container runs (and is healthy when it has a healthcheck) or exited 0. */
-  private async waitReady(project: string, env: SandboxEnvSpec, ctx: SampleInitContext, state: ProjectState): Promise<Map<string, string>> {
+  private async waitReady(
+    project: string,
+    env: SandboxEnvSpec,
+    ctx: SampleInitContext,
+    state: ProjectState,
+  ): Promise<Map<string, { id: string; info: ContainerInfo }>> {
     const deadline = Date.now() + (this.options.startTimeout ?? 180) * 1000;
     const ids = (
       await this.docker.ok(['ps', '--all', '--quiet', '--no-trunc', '--filter', `label=${LABEL_PROJECT}=${project}`], {
@@ -256,6 +275,7 @@ export class DockerProvider implements SandboxProvider {
         status: c.State?.Status ?? 'unknown',
         health: c.State?.Health?.Status ?? '',
         exit: c.State?.ExitCode ?? 0,
+        info: { name: (c.Name ?? '').replace(/^\//, ''), user: c.Config?.User ?? '', workingDir: c.Config?.WorkingDir || '/' },
       }));
       const failed = rows.find(
         (r) => (r.status === 'exited' && (r.exit !== 0 || r.service === 'default')) || r.status === 'dead',
@@ -267,7 +287,7 @@ export class DockerProvider implements SandboxProvider {
         );
       }
       const pending = rows.filter((r) => !(r.status === 'exited' || (r.status === 'running' && (r.health === '' || r.health === 'healthy'))));
-      if (pending.length === 0) return new Map(rows.filter((r) => r.status === 'running').map((r) => [r.service, r.id]));
+      if (pending.length === 0) return new Map(rows.filter((r) => r.status === 'running').map((r) => [r.service, { id: r.id, info: r.info }]));
       if (Date.now() > deadline || ctx.signal?.aborted) {
         const what = pending.map((r) => `${r.service} (${r.health || r.status})`).join(', ');
         throw new SandboxUnavailableError(
@@ -363,7 +383,8 @@ export class DockerProvider implements SandboxProvider {
 /** The parts of `docker inspect` output that readiness needs. */
 interface InspectedContainer {
   Id: string;
-  Config?: { Labels?: Record<string, string> };
+  Name?: string;
+  Config?: { Labels?: Record<string, string>; User?: string; WorkingDir?: string };
   State?: { Status?: string; ExitCode?: number; Health?: { Status?: string } };
 }
 
