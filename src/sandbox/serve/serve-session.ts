@@ -15,7 +15,7 @@
  * exec {handle, cmd, cwd, env, user, timeout, max_output, input} (body: stdin) ->
  * {returncode, stdout_bytes} (body: stdout then stderr), read_file {handle, path, limit}
  * (body: contents), write_file {handle, path} (body: contents), sample_cleanup {sample},
- * task_cleanup {task, cleanup}, cleanup {id, all} (a sweep, or one project) -> {removed, kept}.
+ * task_cleanup {task, cleanup}, cleanup {project, all} (a sweep, or one project) -> {removed, kept}.
  *
  * Error types: timeout (with the partial output as body and stdout_bytes), not_found,
  * permission, is_directory, output_limit, unavailable, config, protocol, error.
@@ -188,10 +188,10 @@ export class ServeSession {
         return [{}];
       }
       case 'cleanup': {
-        if (typeof a.id === 'string' && a.id !== '') {
-          if (!a.id.startsWith(PROJECT_PREFIX) || !(provider instanceof DockerProvider)) throw new ConfigError(`${a.id} is not a ct sandbox project`);
-          await provider.removeProject(a.id);
-          return [{ removed: [a.id], kept: [] }];
+        if (typeof a.project === 'string' && a.project !== '') {
+          if (!a.project.startsWith(PROJECT_PREFIX) || !(provider instanceof DockerProvider)) throw new ConfigError(`${a.project} is not a ct sandbox project`);
+          await provider.removeProject(a.project);
+          return [{ removed: [a.project], kept: [] }];
         }
         const report = await provider.sweep({ all: a.all === true });
         return [{ removed: report.removed, kept: report.kept }];

@@ -132,9 +132,9 @@ class CtServer:
         waiter = _Waiter()
         with self._lock:
             self._waiters[id] = waiter
-        header = {"id": id, "op": op, **args}
+        header = {**args, "id": id, "op": op}
         if len(body) > _INLINE_WRITE:
-            await anyio.to_thread.run_sync(self._write, header, body)
+            await in_thread(self._write, header, body)
         else:
             self._write(header, body)
         try:
@@ -222,6 +222,32 @@ def _wake(waiter: _Waiter) -> None:
         pass
 
 
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Runs `fn` in a thread of its own and waits for it (not cancellable: it finishes). Not
+    anyio.to_thread, which needs a newer trio than some Inspect installs have."""
+    event = anyio.Event()
+    wake = _waker(event)
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn(*args)))
+        except BaseException as ex:  # noqa: BLE001 - handed to the waiting task
+            outcome.append((False, ex))
+        try:
+            wake()
+        except RuntimeError:
+            pass
+
+    threading.Thread(target=run, name="inspect-ct-worker", daemon=True).start()
+    with anyio.CancelScope(shield=True):
+        await event.wait()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 _server: CtServer | None = None
 _server_lock = threading.Lock()
 
@@ -239,4 +265,4 @@ async def server() -> CtServer:
     current = _server
     if current is not None and current.alive():
         return current
-    return await anyio.to_thread.run_sync(_get_server)
+    return await in_thread(_get_server)

@@ -97,7 +97,7 @@ class CtSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
-        header, _ = await _call("cleanup", {"id": id or "", "all": False})
+        header, _ = await _call("cleanup", {"project": id or "", "all": False})
         for project in header.get("removed", []):
             print(f"removed {project}")
         kept = header.get("kept", [])
