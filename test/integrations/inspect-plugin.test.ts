@@ -112,6 +112,20 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
     });
   }
 
+  test('a cancelled exec dies in the sandbox; a Dockerfile config is built; ssh and ec2 configs are refused clearly', async () => {
+    const work = join(dir, 'dockerfile');
+    mkdirSync(work);
+    writeFileSync(join(work, 'Dockerfile'), 'FROM debian:bookworm-slim\nRUN echo built > /built.txt\n');
+    writeFileSync(join(work, 'driver.py'), CANCEL_DRIVER);
+    const out = await run(PYTHON, ['driver.py'], { cwd: work, env }, 120_000);
+    const r = JSON.parse(out.trim().split('\n').at(-1)!) as Record<string, unknown>;
+    assert.equal(r.built, 'built');
+    assert.deepEqual([r.running, r.after], ['1', '0'], 'the cancelled command ran, then was killed');
+    assert.match(String(r.connection), /^docker exec -it ct-[a-z0-9]{8}-\S+ bash -l$/);
+    assert.equal((r.remote as string[]).length, 2);
+    for (const m of r.remote as string[]) assert.match(m, /does not support remote hosts yet/);
+  });
+
   test('inspect eval --sandbox ct runs an ordinary task; sample metadata reaches compose; nothing is left', async () => {
     const logDir = join(dir, 'logs-eval');
     await run(
@@ -157,6 +171,43 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
     assert.deepEqual(projectsOfState(env.CT_STATE_DIR!), []);
   });
 });
+
+/** Cancels an exec mid-run (the process must die in the container), on a Dockerfile config; tries the remote configs. */
+const CANCEL_DRIVER = `import anyio, json
+from inspect_ai._util.entrypoints import ensure_entry_points
+from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
+COUNT = 'for p in /proc/[0-9]*; do tr "\\\\0" " " < $p/cmdline 2>/dev/null; echo; done | grep -c "cancel-marke[r]"'
+async def main():
+    ensure_entry_points()
+    cls = registry_find_sandboxenv("ct")
+    out = {"remote": []}
+    for cfg in ("ssh://ubuntu@build-box", "ec2"):
+        try:
+            await cls.task_init("t", cfg)
+        except ValueError as ex:
+            out["remote"].append(str(ex))
+    cfg = "Dockerfile"
+    await cls.task_init("t", cfg)
+    envs = await cls.sample_init("t", cfg, {})
+    env = envs["default"]
+    try:
+        out["built"] = (await env.read_file("/built.txt")).strip()
+        async with anyio.create_task_group() as tg:
+            async def long():
+                with anyio.move_on_after(1.5):
+                    await env.exec(["sh", "-c", "sleep 30 # cancel-marker; :"])
+            tg.start_soon(long)
+            await anyio.sleep(0.7)
+            out["running"] = (await env.exec(["sh", "-c", COUNT])).stdout.strip()
+        await anyio.sleep(1)
+        out["after"] = (await env.exec(["sh", "-c", COUNT])).stdout.strip()
+        out["connection"] = (await env.connection()).command
+    finally:
+        await cls.sample_cleanup("t", cfg, envs, False)
+        await cls.task_cleanup("t", cfg, True)
+    print(json.dumps(out))
+anyio.run(main)
+`;
 
 /** The package's entry point, as pip would record it, so Inspect finds the `ct` sandbox. */
 function writeDistInfo(site: string): void {
