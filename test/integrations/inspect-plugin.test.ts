@@ -45,6 +45,9 @@ from inspect_ai.solver import solver
 from inspect_ai.util import sandbox
 
 
+AGENTS = r'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null; echo; done | grep -c "[c]t-exec-agent /"'
+
+
 @solver
 def note(wait: float):
     async def solve(state, generate):
@@ -57,8 +60,9 @@ def note(wait: float):
 @scorer(metrics=[accuracy()])
 def in_sandbox():
     async def score(state, target):
-        r = await sandbox().exec(["sh", "-c", 'echo "$MARKER:$(cat note.txt):$(id -u)"'])
-        want = f"{state.metadata['marker']}:{state.metadata['marker']}:0"
+        r = await sandbox().exec(["sh", "-c", 'echo "$MARKER:$(cat note.txt):$(id -u):$(' + AGENTS + ')"'])
+        # One exec channel: Inspect's root probe at the sample's start opened no second one.
+        want = f"{state.metadata['marker']}:{state.metadata['marker']}:0:1"
         return Score(value=CORRECT if r.stdout.strip() == want else INCORRECT, answer=r.stdout.strip())
     return score
 
@@ -126,7 +130,7 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
     for (const m of r.remote as string[]) assert.match(m, /does not support remote hosts yet/);
   });
 
-  test('inspect eval --sandbox ct runs an ordinary task; sample metadata reaches compose; nothing is left', async () => {
+  test('inspect eval --sandbox ct runs an ordinary task; sample metadata reaches compose; one exec channel a sample; nothing is left', async () => {
     const logDir = join(dir, 'logs-eval');
     await run(
       PYTHON,
