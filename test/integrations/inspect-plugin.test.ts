@@ -116,7 +116,7 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
     });
   }
 
-  test('a cancelled exec dies in the sandbox; a Dockerfile config is built; ssh and ec2 configs are refused clearly', async () => {
+  test('under trio, a cancelled exec dies in the sandbox; a Dockerfile config is built; ssh and ec2 configs are refused clearly', async () => {
     const work = join(dir, 'dockerfile');
     mkdirSync(work);
     writeFileSync(join(work, 'Dockerfile'), 'FROM debian:bookworm-slim\nRUN echo built > /built.txt\n');
@@ -176,7 +176,7 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
   });
 });
 
-/** Cancels an exec mid-run (the process must die in the container), on a Dockerfile config; tries the remote configs. */
+/** Cancels an exec mid-run (the process must die in the container), on a Dockerfile config, under trio; tries the remote configs. */
 const CANCEL_DRIVER = `import anyio, json
 from inspect_ai._util.entrypoints import ensure_entry_points
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
@@ -210,7 +210,7 @@ async def main():
         await cls.sample_cleanup("t", cfg, envs, False)
         await cls.task_cleanup("t", cfg, True)
     print(json.dumps(out))
-anyio.run(main)
+anyio.run(main, backend="trio")
 `;
 
 /** The package's entry point, as pip would record it, so Inspect finds the `ct` sandbox. */
