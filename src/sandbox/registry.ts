@@ -19,7 +19,7 @@ export interface ProviderContext {
    * directory, then the `--extra-src` trees (on fleet workers, their unpacked copies).
    */
   importRoots?: string[];
-  /** For Inspect's semantics (`ct sandbox serve` sets it): see ContainerSandboxOptions.channelOnSecondCall and fileModes. */
+  /** For Inspect's semantics (`ct sandbox serve` sets it): see ContainerSandboxOptions.channelOnSecondCall and fileModes, DockerProviderOptions.xDefault. */
   inspectSemantics?: boolean;
 }
 
@@ -91,5 +91,6 @@ function dockerProvider(ctx: ProviderContext): SandboxProvider {
     onNotice: ctx.onNotice,
     channelOnSecondCall: ctx.inspectSemantics,
     fileModes: ctx.inspectSemantics,
+    xDefault: ctx.inspectSemantics,
   });
 }

@@ -81,7 +81,10 @@ export interface ApartAccess {
   execFresh(cmd: string[], options: { env?: Record<string, string>; timeoutMs: number; user?: string }): Promise<{ code: number; stdout: string; stderr: string; timedOut: boolean }>;
 }
 
-/** The sandboxes of one sample, by service name; `default` is always present and first. */
+/**
+ * The sandboxes of one sample, by service name; the agent's service comes first: `default`, or (for
+ * `ct sandbox serve` only, see DockerProviderOptions.xDefault) the one marked `x-default: true`.
+ */
 export type SampleSandboxes = Map<string, Sandbox>;
 
 /** What a provider needs to know of an environment. */

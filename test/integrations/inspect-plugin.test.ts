@@ -116,14 +116,16 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
     });
   }
 
-  test('under trio, a cancelled exec dies in the sandbox; a Dockerfile config is built; ssh and ec2 configs are refused clearly', async () => {
+  test('under trio, a cancelled exec dies in the sandbox; a Dockerfile config is built; x-default marks the agent service; ssh and ec2 configs are refused clearly', async () => {
     const work = join(dir, 'dockerfile');
     mkdirSync(work);
     writeFileSync(join(work, 'Dockerfile'), 'FROM debian:bookworm-slim\nRUN echo built > /built.txt\n');
     writeFileSync(join(work, 'driver.py'), CANCEL_DRIVER);
+    writeFileSync(join(work, 'x-default.yaml'), `services:\n  helper:\n${SERVICE}  agent:\n    x-default: true\n${SERVICE}`);
     const out = await run(PYTHON, ['driver.py'], { cwd: work, env }, 120_000);
     const r = JSON.parse(out.trim().split('\n').at(-1)!) as Record<string, unknown>;
     assert.equal(r.built, 'built');
+    assert.deepEqual(r.services, ['agent', 'helper'], 'the service marked x-default: true comes first');
     assert.deepEqual([r.running, r.after], ['1', '0'], 'the cancelled command ran, then was killed');
     assert.match(String(r.connection), /^docker exec -it ct-[a-z0-9]{8}-\S+ bash -l$/);
     assert.equal((r.remote as string[]).length, 2);
@@ -176,7 +178,7 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
   });
 });
 
-/** Cancels an exec mid-run (the process must die in the container), on a Dockerfile config, under trio; tries the remote configs. */
+/** Cancels an exec mid-run (the process must die in the container), on a Dockerfile config, under trio; starts an x-default compose file; tries the remote configs. */
 const CANCEL_DRIVER = `import anyio, json
 from inspect_ai._util.entrypoints import ensure_entry_points
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
@@ -209,6 +211,12 @@ async def main():
     finally:
         await cls.sample_cleanup("t", cfg, envs, False)
         await cls.task_cleanup("t", cfg, True)
+    cfg = "x-default.yaml"
+    await cls.task_init("x", cfg)
+    envs = await cls.sample_init("x", cfg, {})
+    out["services"] = list(envs)
+    await cls.sample_cleanup("x", cfg, envs, False)
+    await cls.task_cleanup("x", cfg, True)
     print(json.dumps(out))
 anyio.run(main, backend="trio")
 `;

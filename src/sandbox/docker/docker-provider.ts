@@ -50,6 +50,11 @@ export interface DockerProviderOptions {
   channelOnSecondCall?: boolean;
   /** See ContainerSandboxOptions.fileModes (default false). */
   fileModes?: boolean;
+  /**
+   * A compose file without a `default` service may mark its agent's service `x-default: true`
+   * (Inspect's rule; default false). Its sandbox is then first in sampleInit's map, under its own name.
+   */
+  xDefault?: boolean;
   /** Warnings worth a log line, e.g. a sandbox whose image cannot host an exec channel. */
   onNotice?: (message: string) => void;
 }
@@ -119,7 +124,7 @@ export class DockerProvider implements SandboxProvider {
   private info(env: SandboxEnvSpec): ComposeFileInfo {
     let i = this.composeInfo.get(env.composeFile);
     if (!i) {
-      i = readComposeFile(env.composeFile);
+      i = readComposeFile(env.composeFile, { xDefault: this.options.xDefault });
       this.composeInfo.set(env.composeFile, i);
     }
     return i;
@@ -207,7 +212,8 @@ export class DockerProvider implements SandboxProvider {
         }
         const containers = await this.waitReady(project, env, ctx, state);
         const sandboxes: SampleSandboxes = new Map();
-        const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
+        const first = info.defaultService;
+        const ordered = [...containers.keys()].sort((a, b) => (a === first ? -1 : b === first ? 1 : a.localeCompare(b)));
         const notice = (m: string) => {
           ctx.onNotice?.(m);
           this.options.onNotice?.(m);
@@ -230,7 +236,7 @@ export class DockerProvider implements SandboxProvider {
         // the start (a docker exec plus the agent's probes) or ran as a docker exec competing
         // with it for the CPU, either way slower than one docker exec (bench/first-call.ts).
         // Other services start theirs on first use.
-        const warm = (sandboxes.get('default') as ContainerSandbox | undefined)?.warm();
+        const warm = (sandboxes.get(info.defaultService) as ContainerSandbox | undefined)?.warm();
         if (warm) await abortable(warm, ctx.signal);
         return sandboxes;
       } catch (e) {
@@ -278,7 +284,7 @@ export class DockerProvider implements SandboxProvider {
         info: { name: (c.Name ?? '').replace(/^\//, ''), user: c.Config?.User ?? '', workingDir: c.Config?.WorkingDir || '/' },
       }));
       const failed = rows.find(
-        (r) => (r.status === 'exited' && (r.exit !== 0 || r.service === 'default')) || r.status === 'dead',
+        (r) => (r.status === 'exited' && (r.exit !== 0 || r.service === this.info(env).defaultService)) || r.status === 'dead',
       );
       if (failed) {
         const logs = await this.docker.call(['logs', '--tail', '20', failed.id], { timeoutMs: 15_000 });
