@@ -189,7 +189,7 @@ export class ExecChannel {
       };
       this.current = call;
       const stop = () => {
-        if (call.exitCode !== undefined || this.current !== call) return;
+        if (call.exitCode !== undefined) return;
         if (call.started) this.killGroup(call);
         else call.killPending = true;
       };
