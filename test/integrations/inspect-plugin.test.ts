@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,6 +103,9 @@ describe('inspect-ct: ct as an Inspect AI sandbox', { skip: !hasInspect && 'insp
   after(() => {
     // Whatever a failed test left: the state dir's runs are this file's alone.
     spawnSync(PYTHON, ['-m', 'inspect_ai', 'sandbox', 'cleanup', 'ct'], { cwd: dir, env, stdio: 'ignore', timeout: 60_000 });
+    // The image built from the Dockerfile test's folder (named after its path: see inspect-config.ts).
+    const dockerfile = join(dir, 'dockerfile', 'Dockerfile');
+    spawnSync('docker', ['rmi', '-f', `ct-inspect-${createHash('sha256').update(dockerfile).digest('hex').slice(0, 12)}`], { stdio: 'ignore' });
     rmSync(dir, { recursive: true, force: true });
   });
 
