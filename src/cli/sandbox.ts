@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/config.js';
 import { createProvider } from '../sandbox/registry.js';
 import { RunRegistry, newRunId } from '../sandbox/run-registry.js';
+import { serveStdio } from '../sandbox/serve/serve-stdio.js';
+import { ctVersion } from './version.js';
 import { addRemoteSandboxOptions, remoteSandboxOverrides, type RemoteSandboxFlags } from './remote-sandbox-options.js';
 
 export function registerSandboxCommands(program: Command): void {
@@ -29,5 +31,16 @@ export function registerSandboxCommands(program: Command): void {
       } finally {
         await provider.close?.().catch(() => {});
       }
+    });
+  sandbox
+    .command('serve')
+    .description(
+      "Serve ct's docker sandboxes to another program over stdin/stdout (framed requests; see src/sandbox/serve/serve-session.ts). " +
+        "Inspect AI's `ct` sandbox plugin (pip install inspect-ct) starts it; it ends when its input closes, removing the sandboxes it started.",
+    )
+    .addHelpText('after', '\nExample (what the plugin runs):\n  ct sandbox serve\n')
+    .action(async () => {
+      const config = loadConfig({ cwd: process.cwd(), env: process.env });
+      await serveStdio(config, ctVersion());
     });
 }

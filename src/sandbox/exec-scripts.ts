@@ -22,20 +22,28 @@ exit $rc`;
 /** Exit codes of READ_FILE / WRITE_FILE that name a file error. */
 export const FILE_EXIT = { isDirectory: 21, notFound: 22, permission: 23 } as const;
 
-/** `sh -c READ_FILE sh PATH`: prints the file, or exits with a FILE_EXIT code. */
+/**
+ * `sh -c READ_FILE sh PATH [modes]`: prints the file, or exits with a FILE_EXIT code. With
+ * `modes`, a file no permission bit lets anyone read is refused even to root (one `ls` more),
+ * as Inspect's docker sandbox, which reads through the engine, refuses it.
+ */
 export const READ_FILE = `f=$1
 if [ -d "$f" ]; then exit ${FILE_EXIT.isDirectory}; fi
 if [ ! -e "$f" ]; then exit ${FILE_EXIT.notFound}; fi
 if [ ! -r "$f" ]; then exit ${FILE_EXIT.permission}; fi
+if [ "\${2-}" = modes ]; then case $(ls -ld -- "$f" 2>/dev/null) in ?r*|????r*|???????r*) ;; *) exit ${FILE_EXIT.permission} ;; esac; fi
 exec cat -- "$f"`;
 
 /**
- * `sh -c WRITE_FILE sh PATH` with the contents on stdin: creates parents, then writes. The
- * parent is cut out with parameter expansion rather than `dirname`, one process less a call.
+ * `sh -c WRITE_FILE sh PATH [modes]` with the contents on stdin: creates parents, then writes.
+ * The parent is cut out with parameter expansion rather than `dirname`, one process less a
+ * call. With `modes`, an existing file no permission bit lets anyone write is refused even to
+ * root, as a user without root would be.
  */
 export const WRITE_FILE = `f=$1
 case $f in */*) d=\${f%/*}; d=\${d:-/} ;; *) d=. ;; esac
 [ -d "$d" ] || mkdir -p -- "$d" 2>/dev/null || { [ -e "$d" ] || exit ${FILE_EXIT.permission}; }
 if [ -d "$f" ]; then exit ${FILE_EXIT.isDirectory}; fi
 if [ -e "$f" ] && [ ! -w "$f" ]; then exit ${FILE_EXIT.permission}; fi
+if [ -e "$f" ] && [ "\${2-}" = modes ]; then case $(ls -ld -- "$f" 2>/dev/null) in ??w*|?????w*|????????w*) ;; *) exit ${FILE_EXIT.permission} ;; esac; fi
 cat > "$f" || exit ${FILE_EXIT.permission}`;

@@ -19,6 +19,8 @@ export interface ProviderContext {
    * directory, then the `--extra-src` trees (on fleet workers, their unpacked copies).
    */
   importRoots?: string[];
+  /** For Inspect's semantics (`ct sandbox serve` sets it): see ContainerSandboxOptions.channelOnSecondCall and fileModes, DockerProviderOptions.xDefault. */
+  inspectSemantics?: boolean;
 }
 
 /** What a `module:export` provider is given: the context, and a way to build a built-in provider to wrap. */
@@ -87,5 +89,8 @@ function dockerProvider(ctx: ProviderContext): SandboxProvider {
     execChannel: ctx.config.sandbox.exec_channel,
     execAgent: ctx.config.sandbox.exec_agent,
     onNotice: ctx.onNotice,
+    channelOnSecondCall: ctx.inspectSemantics,
+    fileModes: ctx.inspectSemantics,
+    xDefault: ctx.inspectSemantics,
   });
 }

@@ -19,6 +19,13 @@ export interface ExecOptions {
   user?: string;
   /** Seconds. The process tree is killed inside the sandbox when it passes. */
   timeout?: number;
+  /** Bytes kept per output stream, the tail (default EXEC_OUTPUT_LIMIT). */
+  maxOutput?: number;
+  /**
+   * Aborting kills the command's process tree inside the sandbox, as a timeout does; the call
+   * then ends as the command did (killed). Providers that cannot kill ignore it.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {
@@ -74,7 +81,10 @@ export interface ApartAccess {
   execFresh(cmd: string[], options: { env?: Record<string, string>; timeoutMs: number; user?: string }): Promise<{ code: number; stdout: string; stderr: string; timedOut: boolean }>;
 }
 
-/** The sandboxes of one sample, by service name; `default` is always present and first. */
+/**
+ * The sandboxes of one sample, by service name; the agent's service comes first: `default`, or (for
+ * `ct sandbox serve` only, see DockerProviderOptions.xDefault) the one marked `x-default: true`.
+ */
 export type SampleSandboxes = Map<string, Sandbox>;
 
 /** What a provider needs to know of an environment. */
@@ -89,6 +99,8 @@ export interface SampleInitContext {
   /** A short label for names (sample id and epoch). */
   label: string;
   signal?: AbortSignal;
+  /** Variables for the compose commands that start the sample (e.g. SAMPLE_METADATA_*, as Inspect sets). */
+  env?: Record<string, string>;
   /**
    * Told what this sample's sandboxes want on record (an exec channel falling back to docker
    * exec, once per sandbox); the runner writes it into the sample's log.

@@ -51,6 +51,7 @@ for (const compose of composeVersions) {
       env: { name: 'conformance', composeFile: join(FIXTURES, 'conformance', 'compose.yml') },
       users: true,
       services: ['helper'],
+      channelArgv: execChannel,
     });
   }
 }
@@ -62,6 +63,7 @@ for (const execChannel of [true, false]) {
     env: { name: 'conformance-busybox', composeFile: join(FIXTURES, 'conformance-busybox', 'compose.yml') },
     users: true,
     services: [],
+    channelArgv: execChannel,
   });
 }
 

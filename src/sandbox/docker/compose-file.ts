@@ -9,10 +9,15 @@ export interface ComposeFileInfo {
   buildServices: string[];
   /** Networks compose will create: `default` (when a service uses it) and declared, non-external ones without their own IPAM config. */
   managedNetworks: string[];
+  /** The agent's service: `default`, or (where allowed) the one marked `x-default: true`. */
+  defaultService: string;
 }
 
-/** Reads a compose file; a missing `default` service is a ConfigError. */
-export function readComposeFile(path: string): ComposeFileInfo {
+/**
+ * Reads a compose file; a missing `default` service is a ConfigError. With `xDefault` (Inspect's
+ * rule), a file without one may mark its agent's service `x-default: true` instead.
+ */
+export function readComposeFile(path: string, options: { xDefault?: boolean } = {}): ComposeFileInfo {
   let doc: unknown;
   try {
     doc = parse(readFileSync(path, 'utf8'), { merge: true });
@@ -24,7 +29,14 @@ export function readComposeFile(path: string): ComposeFileInfo {
   }
   const services = doc.services as Record<string, Record<string, unknown> | null>;
   const names = Object.keys(services);
-  if (!names.includes('default')) {
+  const marked = names.filter((n) => services[n]?.['x-default'] === true);
+  const defaultService = names.includes('default') ? 'default' : options.xDefault && marked.length === 1 ? marked[0]! : undefined;
+  if (!defaultService) {
+    if (options.xDefault) {
+      throw new ConfigError(
+        `compose file ${path} has no service named "default" and ${marked.length === 0 ? 'none' : 'more than one'} marked x-default: true (found: ${names.join(', ')}); name the agent's service default or mark it x-default: true`,
+      );
+    }
     throw new ConfigError(
       `compose file ${path} has no service named "default" (found: ${names.join(', ')}); the agent runs in the service named default`,
     );
@@ -46,5 +58,5 @@ export function readComposeFile(path: string): ComposeFileInfo {
     const d = declared[n];
     return !(d && (d.external || d.ipam));
   });
-  return { services: names, buildServices, managedNetworks };
+  return { services: names, buildServices, managedNetworks, defaultService };
 }

@@ -7,7 +7,7 @@ import {
   SandboxUnavailableError,
 } from '../../errors.js';
 import type { RunResult } from '../../host/command-runner.js';
-import { argvTooLong } from '../argv-limit.js';
+import { argvTooLong, MAX_ARGV_BYTES, MAX_CHANNEL_ARGV_BYTES } from '../argv-limit.js';
 import { withSizes } from '../exec-result.js';
 import { FILE_EXIT, READ_FILE, TIMEOUT_WRAPPER, WRITE_FILE } from '../exec-scripts.js';
 import { ExecChannelPool } from '../exec-channel/channel-pool.js';
@@ -36,6 +36,30 @@ export interface ContainerSandboxOptions {
   execAgent?: ExecAgentKind;
   /** Told once when this sandbox falls back from its exec channel to plain docker exec. */
   onNotice?: (message: string) => void;
+  /**
+   * A user other than the container's own gets a channel only from its second call; its first
+   * runs as a plain exec (default false: a channel from the first call). For callers that probe
+   * once as another user (Inspect asks for root at each sample's start), where a channel's
+   * start would cost more than the probe.
+   */
+  channelOnSecondCall?: boolean;
+  /**
+   * File reads and writes honour permission bits even as root (default false): a file no bit
+   * lets anyone read (write) is refused, as Inspect's docker sandbox refuses it.
+   */
+  fileModes?: boolean;
+  /** What the engine said of the container when it started, for callers that need it. */
+  info?: ContainerInfo;
+}
+
+/** Facts of a started container, from `docker inspect`. */
+export interface ContainerInfo {
+  /** The container's name (without Docker's leading `/`). */
+  name: string;
+  /** The image's or compose file's `user`; empty: root. */
+  user: string;
+  /** The working directory commands start in; `/` when the image sets none. */
+  workingDir: string;
 }
 
 /**
@@ -45,13 +69,17 @@ export interface ContainerSandboxOptions {
  */
 export class ContainerSandbox implements Sandbox {
   private readonly channels?: ExecChannelPool;
+  /** Users (other than the container's own) that have run a command, for channelOnSecondCall. */
+  private readonly usersSeen = new Set<string>();
+  readonly info?: ContainerInfo;
 
   constructor(
     private readonly docker: DockerCli,
     readonly containerId: string,
     readonly service: string,
-    options: ContainerSandboxOptions = {},
+    private readonly options: ContainerSandboxOptions = {},
   ) {
+    this.info = options.info;
     if (options.execChannel !== false) {
       this.channels = new ExecChannelPool({
         host: {
@@ -130,13 +158,16 @@ export class ContainerSandbox implements Sandbox {
 
   async exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (cmd.length === 0) throw new Error('exec needs a command');
-    const tooLong = argvTooLong(cmd);
+    const channel = this.channels && this.channelFor(options.user);
+    // The channel sends argv in its own frames: only plain docker exec needs the lower cap.
+    const tooLong = argvTooLong(cmd, channel ? MAX_CHANNEL_ARGV_BYTES : MAX_ARGV_BYTES);
     if (tooLong) return { success: false, returncode: 126, stdout: '', stderr: tooLong };
     const timeout = options.timeout;
-    if (this.channels) {
-      const o = await this.channels.exec(cmd, options, {
+    if (channel) {
+      const o = await this.channels!.exec(cmd, options, {
         timeoutMs: timeout !== undefined ? timeout * 1000 : undefined,
-        maxOutput: EXEC_OUTPUT_LIMIT,
+        maxOutput: options.maxOutput ?? EXEC_OUTPUT_LIMIT,
+        signal: options.signal,
       });
       if (o.kind === 'done') {
         const stdout = o.stdout.toString('utf8');
@@ -145,8 +176,17 @@ export class ContainerSandbox implements Sandbox {
         return withSizes({ success: o.code === 0, returncode: o.code, stdout, stderr }, o.stdoutTotal - o.stdout.length, o.stderrTotal - o.stderr.length, o.stdout.length, o.stderr.length);
       }
       if (o.kind === 'lost') return this.lost(o.reason);
+      const plainTooLong = argvTooLong(cmd);
+      if (plainTooLong) return { success: false, returncode: 126, stdout: '', stderr: plainTooLong };
     }
     return this.plainExec(cmd, options);
+  }
+
+  /** Whether a call as `user` takes a channel (see channelOnSecondCall). */
+  private channelFor(user: string | undefined): boolean {
+    if (!this.options.channelOnSecondCall || user === undefined || this.usersSeen.has(user)) return true;
+    this.usersSeen.add(user);
+    return false;
   }
 
   /**
@@ -170,7 +210,8 @@ export class ContainerSandbox implements Sandbox {
     const started = Date.now();
     const r = await this.docker.runner.run([this.docker.binary, ...args], {
       input: options.input,
-      maxOutput: EXEC_OUTPUT_LIMIT,
+      maxOutput: options.maxOutput ?? EXEC_OUTPUT_LIMIT,
+      signal: options.signal,
       timeoutMs: timeout !== undefined ? timeout * 1000 + HOST_TIMEOUT_GRACE_MS : undefined,
     });
     const stdout = r.stdout.toString('utf8');
@@ -204,7 +245,7 @@ export class ContainerSandbox implements Sandbox {
 
   /** Runs READ_FILE or WRITE_FILE as the container's default user, through a channel when possible. */
   private async fileScript(script: string, path: string, input: string | Uint8Array | undefined, maxOutput: number): Promise<RunResult> {
-    const argv = ['sh', '-c', script, 'sh', path];
+    const argv = ['sh', '-c', script, 'sh', path, ...(this.options.fileModes ? ['modes'] : [])];
     if (this.channels) {
       const o = await this.channels.exec(argv, { input }, { timeoutMs: FILE_TIMEOUT_MS, maxOutput });
       if (o.kind === 'done') return runResult(o);

@@ -14,7 +14,7 @@ import type {
 import { ComposeCommand, type ComposePreference } from './compose.js';
 import { readComposeFile, type ComposeFileInfo } from './compose-file.js';
 import type { ExecAgentKind } from '../exec-channel/native-agent.js';
-import { ContainerSandbox } from './container-sandbox.js';
+import { ContainerSandbox, type ContainerInfo } from './container-sandbox.js';
 import { DockerCli, lastLines } from './docker-cli.js';
 import { SubnetPool } from './subnet-pool.js';
 
@@ -46,6 +46,15 @@ export interface DockerProviderOptions {
    * local (default true); false keeps them on their `docker exec` streams (benches compare).
    */
   directChannels?: boolean;
+  /** See ContainerSandboxOptions.channelOnSecondCall (default false). */
+  channelOnSecondCall?: boolean;
+  /** See ContainerSandboxOptions.fileModes (default false). */
+  fileModes?: boolean;
+  /**
+   * A compose file without a `default` service may mark its agent's service `x-default: true`
+   * (Inspect's rule; default false). Its sandbox is then first in sampleInit's map, under its own name.
+   */
+  xDefault?: boolean;
   /** Warnings worth a log line, e.g. a sandbox whose image cannot host an exec channel. */
   onNotice?: (message: string) => void;
 }
@@ -115,7 +124,7 @@ export class DockerProvider implements SandboxProvider {
   private info(env: SandboxEnvSpec): ComposeFileInfo {
     let i = this.composeInfo.get(env.composeFile);
     if (!i) {
-      i = readComposeFile(env.composeFile);
+      i = readComposeFile(env.composeFile, { xDefault: this.options.xDefault });
       this.composeInfo.set(env.composeFile, i);
     }
     return i;
@@ -187,6 +196,7 @@ export class DockerProvider implements SandboxProvider {
         const r = await this.options.runner.run(compose.argv(project, [file, overrideFile], upArgs), {
           timeoutMs: (this.options.startTimeout ?? 180) * 1000,
           signal: ctx.signal,
+          env: ctx.env,
         });
         if (r.code !== 0 || r.timedOut) {
           const out = r.stderr.toString('utf8') + r.stdout.toString('utf8');
@@ -202,13 +212,23 @@ export class DockerProvider implements SandboxProvider {
         }
         const containers = await this.waitReady(project, env, ctx, state);
         const sandboxes: SampleSandboxes = new Map();
-        const ordered = [...containers.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
+        const first = info.defaultService;
+        const ordered = [...containers.keys()].sort((a, b) => (a === first ? -1 : b === first ? 1 : a.localeCompare(b)));
         const notice = (m: string) => {
           ctx.onNotice?.(m);
           this.options.onNotice?.(m);
         };
-        const sandboxOptions = { execChannel: this.options.execChannel, execAgent: this.options.execAgent, onNotice: notice };
-        for (const svc of ordered) sandboxes.set(svc, new ContainerSandbox(this.docker, containers.get(svc)!, svc, sandboxOptions));
+        const sandboxOptions = {
+          execChannel: this.options.execChannel,
+          execAgent: this.options.execAgent,
+          channelOnSecondCall: this.options.channelOnSecondCall,
+          fileModes: this.options.fileModes,
+          onNotice: notice,
+        };
+        for (const svc of ordered) {
+          const c = containers.get(svc)!;
+          sandboxes.set(svc, new ContainerSandbox(this.docker, c.id, svc, { ...sandboxOptions, info: c.info }));
+        }
         this.live.set(sandboxes, state);
         // The agent's tool calls go to `default`: its exec channel starts now, and the sample
         // starts once it is ready, so the first call is as fast as the others. Started in the
@@ -216,7 +236,7 @@ export class DockerProvider implements SandboxProvider {
         // the start (a docker exec plus the agent's probes) or ran as a docker exec competing
         // with it for the CPU, either way slower than one docker exec (bench/first-call.ts).
         // Other services start theirs on first use.
-        const warm = (sandboxes.get('default') as ContainerSandbox | undefined)?.warm();
+        const warm = (sandboxes.get(info.defaultService) as ContainerSandbox | undefined)?.warm();
         if (warm) await abortable(warm, ctx.signal);
         return sandboxes;
       } catch (e) {
@@ -237,7 +257,12 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** Waits until every container runs (and is healthy when it has a healthcheck) or exited 0. */
-  private async waitReady(project: string, env: SandboxEnvSpec, ctx: SampleInitContext, state: ProjectState): Promise<Map<string, string>> {
+  private async waitReady(
+    project: string,
+    env: SandboxEnvSpec,
+    ctx: SampleInitContext,
+    state: ProjectState,
+  ): Promise<Map<string, { id: string; info: ContainerInfo }>> {
     const deadline = Date.now() + (this.options.startTimeout ?? 180) * 1000;
     const ids = (
       await this.docker.ok(['ps', '--all', '--quiet', '--no-trunc', '--filter', `label=${LABEL_PROJECT}=${project}`], {
@@ -256,9 +281,10 @@ export class DockerProvider implements SandboxProvider {
         status: c.State?.Status ?? 'unknown',
         health: c.State?.Health?.Status ?? '',
         exit: c.State?.ExitCode ?? 0,
+        info: { name: (c.Name ?? '').replace(/^\//, ''), user: c.Config?.User ?? '', workingDir: c.Config?.WorkingDir || '/' },
       }));
       const failed = rows.find(
-        (r) => (r.status === 'exited' && (r.exit !== 0 || r.service === 'default')) || r.status === 'dead',
+        (r) => (r.status === 'exited' && (r.exit !== 0 || r.service === this.info(env).defaultService)) || r.status === 'dead',
       );
       if (failed) {
         const logs = await this.docker.call(['logs', '--tail', '20', failed.id], { timeoutMs: 15_000 });
@@ -267,7 +293,7 @@ export class DockerProvider implements SandboxProvider {
         );
       }
       const pending = rows.filter((r) => !(r.status === 'exited' || (r.status === 'running' && (r.health === '' || r.health === 'healthy'))));
-      if (pending.length === 0) return new Map(rows.filter((r) => r.status === 'running').map((r) => [r.service, r.id]));
+      if (pending.length === 0) return new Map(rows.filter((r) => r.status === 'running').map((r) => [r.service, { id: r.id, info: r.info }]));
       if (Date.now() > deadline || ctx.signal?.aborted) {
         const what = pending.map((r) => `${r.service} (${r.health || r.status})`).join(', ');
         throw new SandboxUnavailableError(
@@ -363,7 +389,8 @@ export class DockerProvider implements SandboxProvider {
 /** The parts of `docker inspect` output that readiness needs. */
 interface InspectedContainer {
   Id: string;
-  Config?: { Labels?: Record<string, string> };
+  Name?: string;
+  Config?: { Labels?: Record<string, string>; User?: string; WorkingDir?: string };
   State?: { Status?: string; ExitCode?: number; Health?: { Status?: string } };
 }
 

@@ -188,15 +188,31 @@ export class ExecChannel {
         killPending: false,
       };
       this.current = call;
+      const stop = () => {
+        if (call.exitCode !== undefined) return;
+        if (call.started) this.killGroup(call);
+        else call.killPending = true;
+      };
       if (options.timeoutMs !== undefined) {
         call.timers.push(
           setTimeout(() => {
             if (call.exitCode !== undefined) return;
             call.timedOut = true;
-            if (call.started) this.killGroup(call);
-            else call.killPending = true;
+            stop();
           }, options.timeoutMs),
         );
+      }
+      if (options.signal) {
+        const signal = options.signal;
+        if (signal.aborted) call.killPending = true;
+        else {
+          signal.addEventListener('abort', stop, { once: true });
+          const settle = call.resolve;
+          call.resolve = (o) => {
+            signal.removeEventListener('abort', stop);
+            settle(o);
+          };
+        }
       }
       let parts: Buffer[];
       if (this.agent === 'native') {

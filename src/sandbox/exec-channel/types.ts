@@ -58,6 +58,8 @@ export interface ChannelRunOptions {
   timeoutMs?: number;
   /** Bytes kept per stream; past it the tail is kept. */
   maxOutput: number;
+  /** Aborting kills the command's process group, as the timeout does (without `timedOut`). */
+  signal?: AbortSignal;
 }
 
 /**
