@@ -25,11 +25,13 @@ import { S3ResultStore } from '../src/fleet/s3-result-store.js';
 import { SqsJobQueue } from '../src/fleet/sqs-job-queue.js';
 import { readSampleSummaries } from '../src/log/eval-reader.js';
 import type { EvalSample } from '../src/log/types.js';
-import { STORE_KEYS, startQueueStore, type QueueStore } from '../test/helpers/queue-store.js';
+import { STORE_KEYS, queueStoreFleetEnv, startQueueStore, type QueueStore } from '../test/helpers/queue-store.js';
 import { REPO_ROOT } from './orchestrators.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
+/** The fleet's polls for a bench: every second, checks every two. */
+const BENCH_TIMINGS = { CT_FLEET_POLL_SECONDS: '1', CT_FLEET_CHECK_SECONDS: '2', CT_FLEET_IDLE_POLLS: '3' };
 const { values } = parseArgs({ options: { jobs: { type: 'string' }, quick: { type: 'boolean' }, parts: { type: 'string' } } });
 const N = Number(values.jobs ?? (values.quick ? 1_000 : 10_000));
 const PARTS = new Set((values.parts ?? 'enqueue,merge,fleet').split(','));
@@ -196,16 +198,7 @@ async function countSamples(logDir: string): Promise<{ samples: number; distinct
 }
 
 async function fleetPart(servers: QueueStore, work: string): Promise<void> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...servers.env,
-    CT_SETTINGS_DIR: join(REPO_ROOT, 'examples', 'settings'),
-    CT_STATE_DIR: join(work, 'state'),
-    CT_FLEET_POLL_SECONDS: '1',
-    CT_FLEET_CHECK_SECONDS: '2',
-    CT_FLEET_IDLE_POLLS: '3',
-  };
-  for (const k of Object.keys(env)) if (/^AWS_(ENDPOINT_URL$|PROFILE)/.test(k)) delete env[k];
+  const env = queueStoreFleetEnv(servers, { settings: join(REPO_ROOT, 'examples', 'settings'), state: join(work, 'state') }, BENCH_TIMINGS);
   const task = ['-e', 'notes_app', '-t', 'create_greeting', '--sandbox', 'local', '--policy', 'test', '--epochs', String(N), '--quiet'];
   const fleetLogs = join(work, 'fleet-logs');
   const f = await run([process.execPath, CT, 'run', 'eval', '--fleet', '--workers', 'local:8', ...task, '--yes', '--log-dir', fleetLogs], env, work);

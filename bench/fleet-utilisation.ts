@@ -16,10 +16,12 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { readEvalLog } from '../src/log/eval-reader.js';
-import { startQueueStore } from '../test/helpers/queue-store.js';
+import { queueStoreFleetEnv, startQueueStore } from '../test/helpers/queue-store.js';
 import { REPO_ROOT } from './orchestrators.js';
 import { secondsFor } from './policies/mixed-length.js';
 
+/** The fleet's polls for a bench: every second, checks every two. */
+const BENCH_TIMINGS = { CT_FLEET_POLL_SECONDS: '1', CT_FLEET_CHECK_SECONDS: '2', CT_FLEET_IDLE_POLLS: '3' };
 const { values } = parseArgs({ options: { jobs: { type: 'string' }, workers: { type: 'string' }, slots: { type: 'string' } } });
 const JOBS = Number(values.jobs ?? 200);
 const WORKERS = Number(values.workers ?? 4);
@@ -39,16 +41,7 @@ const work = mkdtempSync(join(tmpdir(), 'ct-fleet-util-'));
 const servers = await startQueueStore();
 try {
   console.log(`fleet utilisation: ${JOBS} jobs on ${WORKERS} workers x ${SLOTS} slots; ${cpus().length} cpus, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}\n`);
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...servers.env,
-    CT_SETTINGS_DIR: join(REPO_ROOT, 'examples', 'settings'),
-    CT_STATE_DIR: join(work, 'state'),
-    CT_FLEET_POLL_SECONDS: '1',
-    CT_FLEET_CHECK_SECONDS: '2',
-    CT_FLEET_IDLE_POLLS: '3',
-  };
-  for (const k of Object.keys(env)) if (/^AWS_(ENDPOINT_URL$|PROFILE)/.test(k)) delete env[k];
+  const env = queueStoreFleetEnv(servers, { settings: join(REPO_ROOT, 'examples', 'settings'), state: join(work, 'state') }, BENCH_TIMINGS);
   const logDir = join(work, 'logs');
   const t0 = Date.now();
   const r = await ct(

@@ -13,19 +13,5 @@ OUT=dist/native/ct-exec-agent
 
 warn() { echo "build-exec-agent: WARNING: $*; the exec channel will use its sh agent" >&2; }
 
-if [ "$(uname -m)" != x86_64 ]; then warn "not an x86_64 machine"; exit 0; fi
-if [ -x "$OUT" ] && [ "$OUT" -nt "$SRC" ] && [ "$OUT" -nt "$0" ]; then exit 0; fi
-CFLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -static -s)
-mkdir -p "$(dirname "$OUT")"
-tmp="$OUT.tmp.$$"
-trap 'rm -f "$tmp"' EXIT
-if command -v musl-gcc >/dev/null 2>&1 && musl-gcc "${CFLAGS[@]}" -o "$tmp" "$SRC" 2>/dev/null; then
-  :
-elif command -v gcc >/dev/null 2>&1 && gcc "${CFLAGS[@]}" -o "$tmp" "$SRC"; then
-  :
-else
-  warn "no C compiler could build $SRC (install gcc and libc6-dev, or musl-tools)"
-  exit 0
-fi
-"$tmp" -p || { warn "the built agent does not run here"; exit 0; }
-mv "$tmp" "$OUT"
+source scripts/build-static.sh
+build_static "$SRC" "$OUT" "$0" || warn "$BUILD_STATIC_WHY"

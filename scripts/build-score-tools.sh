@@ -15,22 +15,10 @@ SH_OUT=dist/native/ct-sh
 
 warn() { echo "build-score-tools: WARNING: $*" >&2; }
 
-if [ "$(uname -m)" != x86_64 ]; then warn "not an x86_64 machine; scorers use the container's own interpreters"; exit 0; fi
-mkdir -p dist/native
-if ! { [ -x "$OUT" ] && [ "$OUT" -nt "$SRC" ] && [ "$OUT" -nt "$0" ]; }; then
-  CFLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -static -s)
-  tmp="$OUT.tmp.$$"
-  trap 'rm -f "$tmp"' EXIT
-  if command -v musl-gcc >/dev/null 2>&1 && musl-gcc "${CFLAGS[@]}" -o "$tmp" "$SRC" 2>/dev/null; then
-    :
-  elif command -v gcc >/dev/null 2>&1 && gcc "${CFLAGS[@]}" -o "$tmp" "$SRC"; then
-    :
-  else
-    warn "no C compiler could build $SRC (install gcc and libc6-dev, or musl-tools); scorers use the container's own interpreters"
-    exit 0
-  fi
-  "$tmp" -p || { warn "the built ct-score does not run here"; exit 0; }
-  mv "$tmp" "$OUT"
+source scripts/build-static.sh
+if ! build_static "$SRC" "$OUT" "$0"; then
+  warn "$BUILD_STATIC_WHY; scorers use the container's own interpreters"
+  exit 0
 fi
 # The shell: a statically linked busybox (Debian's busybox-static), so it runs in any image.
 bb="$(dpkg -L busybox-static 2>/dev/null | grep -E '/bin/busybox$' | head -n 1 || true)"

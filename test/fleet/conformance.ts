@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { GetQueueAttributesCommand, GetQueueUrlCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { CloudError, ConfigError } from '../../src/errors.js';
+import { S3ResultStore } from '../../src/fleet/s3-result-store.js';
+import { SqsJobQueue } from '../../src/fleet/sqs-job-queue.js';
 import { PROTOCOL_VERSION, type DoneMessage, type Job, type JobMessage, type Manifest, type QueueLedger } from '../../src/fleet/protocol.js';
 import type { JobQueue, QueueSettings, ResultStore } from '../../src/fleet/types.js';
 
@@ -15,6 +19,18 @@ export interface FleetBackend {
   putRaw(key: string, body: string): Promise<void>;
   /** The work queue's attributes as the backend holds them. */
   workAttributes(fleetId: string): Promise<Record<string, string>>;
+}
+
+/** The backend on real SDK clients (SQS and S3, or servers that speak their protocols). */
+export function sdkBackend(sqs: SQSClient, s3: S3Client, bucket: string, queuePrefix: string): FleetBackend {
+  const workUrl = async (fleetId: string) => (await sqs.send(new GetQueueUrlCommand({ QueueName: `${queuePrefix}${fleetId}-work` }))).QueueUrl!;
+  return {
+    queue: (fleetId) => new SqsJobQueue({ sqs, fleetId, queuePrefix }),
+    store: (fleetId) => new S3ResultStore({ s3, bucket, fleetId }),
+    sendRaw: async (fleetId, body) => void (await sqs.send(new SendMessageCommand({ QueueUrl: await workUrl(fleetId), MessageBody: body }))),
+    putRaw: async (key, body) => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }))),
+    workAttributes: async (fleetId) => (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: await workUrl(fleetId), AttributeNames: ['All'] }))).Attributes ?? {},
+  };
 }
 
 /** Visibility timeout for these tests: long enough for a receive round trip, short enough to wait out. */

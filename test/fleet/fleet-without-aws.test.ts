@@ -9,11 +9,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ctEnv, finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
-import { fleetWorkDir, registerDemoSetting } from '../helpers/fleet.js';
+import { finished, onlyLog, runCt, startCt, waitForOutput } from '../helpers/cli.js';
+import { FLEET_TEST_TIMINGS, fleetWorkDir, registerDemoSetting } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
-import { startQueueStore, type QueueStore } from '../helpers/queue-store.js';
+import { queueStoreFleetEnv, startQueueStore, type QueueStore } from '../helpers/queue-store.js';
 
 const RUN = ['run', 'eval', '--fleet', '-e', 'notes_app', '-t', 'create_greeting', '-t', 'fix_config', '--sandbox', 'local', '--policy', 'test', '--yes'];
 
@@ -33,21 +33,7 @@ describe('a fleet without AWS, on ElasticMQ and versitygw', () => {
     rmSync(calls, { recursive: true, force: true });
   });
 
-  function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-    const e = ctEnv({
-      ...servers.env,
-      CT_SETTINGS_DIR: dirs.settings,
-      CT_STATE_DIR: dirs.state,
-      CT_FLEET_POLL_SECONDS: '1',
-      CT_FLEET_CHECK_SECONDS: '1',
-      CT_FLEET_VISIBILITY_TIMEOUT: '6',
-      CT_FLEET_RETRY_DELAY: '0',
-      CT_FLEET_IDLE_POLLS: '3',
-      ...extra,
-    });
-    for (const k of Object.keys(e)) if (/^AWS_(ENDPOINT_URL$|ENDPOINT_URL_(STS|SSM|EC2|IAM)|PROFILE)/.test(k)) delete e[k];
-    return e;
-  }
+  const env = (extra: Record<string, string> = {}) => queueStoreFleetEnv(servers, dirs, FLEET_TEST_TIMINGS, extra);
 
   /** The SDK clients and commands ct used, from the call log. */
   function services(file: string): string[] {

@@ -22,6 +22,15 @@ export function fleetWorkDir(name: string): { work: string; settings: string; st
   return { work, settings, state: join(work, 'state') };
 }
 
+/** The fleet's timings scaled down for tests: polls every second, short visibility, no retry delay. */
+export const FLEET_TEST_TIMINGS = {
+  CT_FLEET_POLL_SECONDS: '1',
+  CT_FLEET_CHECK_SECONDS: '1',
+  CT_FLEET_VISIBILITY_TIMEOUT: '6',
+  CT_FLEET_RETRY_DELAY: '0',
+  CT_FLEET_IDLE_POLLS: '3',
+};
+
 /** Environment for a ct controller and its local workers: moto, fake keys, timeouts scaled down. */
 export function fleetEnv(moto: Moto, dirs: { settings: string; state: string }, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = ctEnv({
@@ -29,11 +38,7 @@ export function fleetEnv(moto: Moto, dirs: { settings: string; state: string }, 
     AWS_ENDPOINT_URL: moto.url,
     CT_SETTINGS_DIR: dirs.settings,
     CT_STATE_DIR: dirs.state,
-    CT_FLEET_POLL_SECONDS: '1',
-    CT_FLEET_CHECK_SECONDS: '1',
-    CT_FLEET_VISIBILITY_TIMEOUT: '6',
-    CT_FLEET_RETRY_DELAY: '0',
-    CT_FLEET_IDLE_POLLS: '3',
+    ...FLEET_TEST_TIMINGS,
     ...extra,
   });
   delete env.AWS_PROFILE;

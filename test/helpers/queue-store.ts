@@ -96,3 +96,13 @@ export async function startQueueStore(): Promise<QueueStore> {
     stop,
   };
 }
+
+/**
+ * Environment for a ct controller and its workers on these servers, as a fleet without AWS runs:
+ * the two endpoints and the store's keys, no other AWS endpoint or profile; `timings` the fleet's.
+ */
+export function queueStoreFleetEnv(servers: QueueStore, dirs: { settings: string; state: string }, timings: Record<string, string>, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', ...servers.env, CT_SETTINGS_DIR: dirs.settings, CT_STATE_DIR: dirs.state, ...timings, ...extra };
+  for (const k of Object.keys(env)) if (/^AWS_(ENDPOINT_URL$|ENDPOINT_URL_(STS|SSM|EC2|IAM)$|PROFILE$)/.test(k)) delete env[k];
+  return env;
+}

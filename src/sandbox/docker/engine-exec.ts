@@ -136,15 +136,20 @@ export class EngineExec {
     return { code, stdout: out(), stderr: err(), timedOut };
   }
 
-  /** A request with a raw body; resolves with the body of a 2xx answer. */
-  private raw(method: string, path: string, body: Buffer, type: string): Promise<string> {
+  /** One plain request with a JSON body (or none); resolves with the body of a 2xx answer. */
+  private call(method: string, path: string, body?: unknown): Promise<string> {
+    return this.raw(method, path, body === undefined ? undefined : Buffer.from(JSON.stringify(body)), 'application/json');
+  }
+
+  /** One request with a raw body (or none) of type `type`; resolves with the body of a 2xx answer. */
+  private raw(method: string, path: string, body: Buffer | undefined, type: string): Promise<string> {
     return new Promise((resolve, reject) => {
       const req = request(
         {
           socketPath: this.socketPath,
           method,
           path,
-          headers: { Host: 'docker', 'Content-Type': type, 'Content-Length': body.length },
+          headers: { Host: 'docker', ...(body !== undefined ? { 'Content-Type': type, 'Content-Length': body.length } : {}) },
           timeout: REQUEST_TIMEOUT_MS,
         },
         (res) => {
@@ -157,31 +162,6 @@ export class EngineExec {
       req.on('timeout', () => req.destroy(new Error(`the Docker Engine did not answer ${method} ${path.split('?')[0]} within ${REQUEST_TIMEOUT_MS / 1000} s`)));
       req.on('error', reject);
       req.end(body);
-    });
-  }
-
-  /** One plain request; resolves with the body of a 2xx answer. */
-  private call(method: string, path: string, body?: unknown): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const data = body === undefined ? undefined : JSON.stringify(body);
-      const req = request(
-        {
-          socketPath: this.socketPath,
-          method,
-          path,
-          headers: { Host: 'docker', ...(data !== undefined ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) },
-          timeout: REQUEST_TIMEOUT_MS,
-        },
-        (res) => {
-          readBody(res).then((text) => {
-            if ((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300) resolve(text);
-            else reject(daemonError(res.statusCode, text));
-          }, reject);
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error(`the Docker Engine did not answer ${method} ${path} within ${REQUEST_TIMEOUT_MS / 1000} s`)));
-      req.on('error', reject);
-      req.end(data);
     });
   }
 
