@@ -43,5 +43,6 @@ for (const execChannel of [true, false]) {
     env: { name: 'conformance', composeFile: join(FIXTURES, 'conformance', 'compose.yml') },
     users: true,
     services: ['helper'],
+    channelArgv: execChannel,
   });
 }
