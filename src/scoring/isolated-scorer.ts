@@ -86,7 +86,8 @@ export class ApartScoring {
   private constructor(
     private readonly apart: ApartAccess,
     readonly dir: string,
-    private readonly scorers: Map<string, string>,
+    /** Each scorer file given to open(): its name in `dir` and its contents (read once). */
+    private readonly scorers: Map<string, { name: string; contents: string }>,
     private readonly hasShell: boolean,
   ) {}
 
@@ -95,14 +96,15 @@ export class ApartScoring {
     const apart = sandbox.apart!;
     const t = scoreTools()!;
     const dir = `/tmp/ct-score-${randomBytes(16).toString('hex')}`;
-    const scorers = new Map<string, string>();
+    const scorers = new Map<string, { name: string; contents: string }>();
     const files = [{ name: 'ct-score', data: t.score, mode: 0o755 }];
     scorerFiles.forEach((f, i) => {
+      const data = readFileSync(f);
       const name = `scorer${i || ''}-${basename(f)}`;
-      scorers.set(f, name);
-      files.push({ name, data: readFileSync(f), mode: 0o444 });
+      scorers.set(f, { name, contents: data.toString('utf8') });
+      files.push({ name, data, mode: 0o444 });
     });
-    const withShell = t.sh !== undefined && scorerFiles.some((f) => isShScorer(scorerCommand(f, readFileSync(f, 'utf8'), '/x')));
+    const withShell = t.sh !== undefined && [...scorers].some(([f, x]) => isShScorer(scorerCommand(f, x.contents, '/x')));
     if (withShell) files.push({ name: 'sh', data: t.sh!, mode: 0o755 });
     try {
       await apart.putFiles(dir, files);
@@ -131,8 +133,8 @@ export class ApartScoring {
    */
   async run(file: string, ctx: CheckContext, before: Fingerprint | undefined, last: boolean): Promise<CheckResult> {
     const name = basename(file);
-    const remote = `${this.dir}/${this.scorers.get(file)!}`;
-    let argv = scorerCommand(file, readFileSync(file, 'utf8'), remote);
+    const scorer = this.scorers.get(file)!;
+    let argv = scorerCommand(file, scorer.contents, `${this.dir}/${scorer.name}`);
     // sh scorers run with ct's own static shell; bash, python3, node ones with the container's
     // as they were before the agent acted (and hashed then and now).
     if (this.hasShell && isShScorer(argv)) argv = [`${this.dir}/sh`, ...argv.slice(viaEnv(argv) ? 2 : 1)];
