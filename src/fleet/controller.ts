@@ -170,6 +170,11 @@ export interface RejectedReport {
 
 /** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
 const MAX_RELAUNCH_FACTOR = 3;
+/**
+ * Checks between listings of the fleet's results when the queues' counts say no report is
+ * missing (see `track`): with the default check_seconds, every 5 minutes.
+ */
+const LIST_EVERY_CHECKS = 10;
 /** How long EC2 workers get to leave after the queues are deleted, before they are terminated (ms). */
 const WORKER_EXIT_GRACE_MS = 30_000;
 /**
@@ -275,6 +280,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   show();
 
   let nextCheck = 0;
+  let checksSinceList = 0;
   let trackFailures = 0;
   while (done.size < ids.size) {
     if (o.signal.aborted) {
@@ -421,10 +427,19 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     if (Date.now() >= nextCheck || messages.length === 0) {
       nextCheck = Date.now() + o.timings.checkSeconds * 1000;
       await drainDeadLetters();
-      // Results whose done message never came (a worker died between storing and reporting).
-      await listResults();
-      const work = (await queue.depth()).work;
+      const depth = await queue.depth();
+      const work = depth.work;
       inFlight = work.inFlight;
+      // Results whose done message never came (a worker died between storing and reporting). An
+      // unfinished job has a message somewhere (work queue, dead letters) until its report is in
+      // the done queue: fewer messages than unfinished jobs means a report is missing, and the
+      // bucket is listed. Otherwise only every LIST_EVERY_CHECKS checks (the counts are
+      // approximate): a listing reads every result key, a cost that grows with the fleet.
+      const held = [work, depth.dead, depth.done].reduce((n, d) => n + d.visible + d.inFlight + d.delayed, 0);
+      if (held < ids.size - done.size || ++checksSinceList >= LIST_EVERY_CHECKS) {
+        checksSinceList = 0;
+        await listResults();
+      }
       const live = await o.launcher.alive();
       if (live !== undefined && liveWorkers !== undefined && live !== liveWorkers) {
         workerSeconds += (liveWorkers * (Date.now() - workerStart)) / 1000;
