@@ -52,6 +52,8 @@ export interface SimOptions {
   sampleErrorShare?: number;
   /** Share of jobs that fail every attempt: dead-lettered, their error result stored by the controller. */
   poisonShare?: number;
+  /** Share of results whose done message is lost (stored, message deleted, never reported): the controller must find them in the bucket. */
+  lostReportShare?: number;
   /** Share of workers that die (at a random moment of the expected run): 0.01 is 1%. */
   deathShare?: number;
   /** Seconds from a launch until the worker polls (an instance's boot). */
@@ -86,6 +88,10 @@ export interface SimReport {
   /** Samples that ran to the end more than once (a worker that died after finishing, a visibility that passed): work done twice, kept once. */
   rerun: number;
   dead: number;
+  /** Jobs drawn to fail every attempt. */
+  poisoned: number;
+  /** Done messages the workers never sent. */
+  lostReports: number;
   samplesRun: number;
   /** Simulated seconds from the first enqueue to the controller's end. */
   simulatedSeconds: number;
@@ -210,6 +216,7 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
   };
   const t0 = Date.now();
   let samplesRun = 0;
+  let lostReports = 0;
   let duplicatePuts = 0;
   let lastResultAt = t0;
   let drainedAt: number | undefined;
@@ -351,7 +358,8 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
       if (!put.stored) duplicatePuts++;
       else lastResultAt = Date.now();
       if (put.stored && p.error) await store.putErrorMarker({ job_id: item.job.job_id, kind: 'sample', error: p.error });
-      await messages.report({ job_id: item.job.job_id, status: 'ok', attempt: messages.attemptOf(item.d), seconds: secs });
+      if (random() >= (o.lostReportShare ?? 0)) await messages.report({ job_id: item.job.job_id, status: 'ok', attempt: messages.attemptOf(item.d), seconds: secs });
+      else lostReports++;
       await messages.remove(item.d);
     };
 
@@ -475,6 +483,8 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
     duplicatePuts,
     rerun,
     dead: result.dead.length,
+    poisoned: poison.size,
+    lostReports,
     samplesRun,
     simulatedSeconds: (end - t0) / 1000,
     drainedAtSeconds: (drainedAt - t0) / 1000,
