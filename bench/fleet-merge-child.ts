@@ -1,12 +1,13 @@
 /**
  * The fleet's merge (mergeFleetResults) of every result of a manifest from an S3-compatible store,
- * in its own process so its peak RSS is the merge's alone. The store comes from the environment
- * (AWS_ENDPOINT_URL_S3 and keys). Prints {seconds, cpuSeconds, maxRssMb, samples, missing} as JSON.
+ * in its own process so its peak RSS is the merge's alone, through the S3 client the controller
+ * uses (`createFleetClients`). The store comes from the environment (AWS_ENDPOINT_URL_S3 and
+ * keys). Prints {seconds, cpuSeconds, maxRssMb, samples, missing} as JSON.
  * Usage: node dist/bench/fleet-merge-child.js MANIFEST_JSON BUCKET OUT_DIR
  */
 import { readFileSync } from 'node:fs';
-import { S3Client } from '@aws-sdk/client-s3';
 import { ctVersion } from '../src/cli/version.js';
+import { createFleetClients } from '../src/cloud/aws-clients.js';
 import { mergeFleetResults } from '../src/fleet/merge-results.js';
 import { fleetLogHeader } from '../src/fleet/one-sample-log.js';
 import type { Manifest } from '../src/fleet/protocol.js';
@@ -18,7 +19,7 @@ if (!manifestFile || !bucket || !outDir) {
   process.exit(2);
 }
 const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest;
-const s3 = new S3Client({ region: process.env.AWS_REGION ?? 'us-east-1', forcePathStyle: true });
+const { s3, sqs, ssm, sts } = createFleetClients(process.env.AWS_REGION ?? 'us-east-1');
 const store = new S3ResultStore({ s3, bucket, fleetId: manifest.fleet_id });
 const started = performance.now();
 const r = await mergeFleetResults({ store, manifest, header: fleetLogHeader(manifest, ctVersion()), logDir: outDir });
@@ -27,4 +28,4 @@ const cpu = process.cpuUsage();
 process.stdout.write(
   `${JSON.stringify({ seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, maxRssMb: process.resourceUsage().maxRSS / 1024, samples: r.rows.length, missing: r.rows.filter((x) => x.error).length })}\n`,
 );
-s3.destroy();
+for (const client of [s3, sqs, ssm, sts]) client.destroy();

@@ -51,7 +51,10 @@ export interface FleetClients {
  * no per-bucket host names.
  */
 export function createFleetClients(region: string): FleetClients {
-  const common = { region, maxAttempts: MAX_ATTEMPTS };
+  // The middleware stack resolved once per command type, not on every call: ~0.6 ms of CPU per
+  // S3 GetObject (a quarter of its cost) measured in the merge of a fleet's results, one GET each.
+  // Safe because middleware is only added as a client is made (call-recorder.ts).
+  const common = { region, maxAttempts: MAX_ATTEMPTS, cacheMiddleware: true };
   const customS3 = Boolean(process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL);
   return {
     region,

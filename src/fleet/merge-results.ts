@@ -87,7 +87,8 @@ export async function mergeFleetResults(o: {
         continue;
       }
       inputJobs.push(jobs[i]!);
-      yield Buffer.from(bytes);
+      // A view of the downloaded bytes, not a copy.
+      yield Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     }
   }
 

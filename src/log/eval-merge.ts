@@ -1,9 +1,10 @@
 /**
  * Merges many `.eval` logs (typically one sample each, as fleet workers write them) into one log,
  * through the same writer as a run, streaming: one input is open at a time (plus a few read
- * ahead), each sample's member is copied as it is stored (no inflate and deflate), and results,
- * reductions and model usage accumulate from the inputs' summaries. So memory does not grow with
- * the number of inputs beyond one small key per sample.
+ * ahead), each sample's member is copied as it is stored (no inflate and deflate) and written
+ * with a few dozen others at a time, and results, reductions and model usage accumulate from the
+ * inputs' summaries. So memory does not grow with the number of inputs beyond one small key per
+ * sample.
  *
  * Duplicates: the first input holding an (id, epoch) wins, in the order the inputs are given;
  * later ones are dropped and listed in the result (`duplicates`). Inputs are read ahead in
@@ -82,6 +83,13 @@ export class RefusedInputError extends Error {
 /** Inputs read ahead by default: enough to overlap file reads with writing, few enough to stay small. */
 export const DEFAULT_READ_AHEAD = 8;
 
+/**
+ * Samples written together (one positional write), up to this many or this many bytes of
+ * members: a write per sample cost ~0.1 ms of the merge's CPU, a tenth of merging a one-sample
+ * result of a few KB. The byte bound keeps large samples to about one write each, as before.
+ */
+const WRITE_BATCH = { samples: 32, bytes: 1024 * 1024 };
+
 export interface MergeResult {
   path: string;
   header: EvalLog;
@@ -109,16 +117,32 @@ export async function mergeEvalLogs(o: MergeEvalLogsOptions): Promise<MergeResul
   try {
     let index = 0;
     const read = (input: MergeInput, source: string, inputIndex: number) => readOrReplace(input, source, inputIndex, o.onBadInput, o.checkInput);
+    /** Samples read and not yet written, with their keys: a later input's copy is a duplicate too. */
+    let batch: Array<{ entry: PreparedEntry; summary: EvalSampleSummary }> = [];
+    let batchBytes = 0;
+    const batchKeys = new Set<string>();
+    const write = async () => {
+      const samples = batch;
+      batch = [];
+      batchBytes = 0;
+      batchKeys.clear();
+      await writer.addSampleEntries(samples);
+    };
     for await (const { source, index: inputIndex, samples } of readAhead(o.inputs, o.readAhead ?? DEFAULT_READ_AHEAD, () => index++, read)) {
       for (const { entry, summary } of samples) {
-        if (writer.has(summary.id, summary.epoch)) {
+        const key = `${summary.id}\u0000${summary.epoch}`;
+        if (writer.has(summary.id, summary.epoch) || batchKeys.has(key)) {
           duplicates.push({ id: summary.id, epoch: summary.epoch, source });
           continue;
         }
         if (o.onSample?.(summary, inputIndex) === false) continue;
-        await writer.addSampleEntry(entry, summary);
+        batch.push({ entry, summary });
+        batchKeys.add(key);
+        batchBytes += entry.data.length;
+        if (batch.length >= WRITE_BATCH.samples || batchBytes >= WRITE_BATCH.bytes) await write();
       }
     }
+    await write();
   } catch (err) {
     await writer.close().catch(() => undefined);
     throw err;

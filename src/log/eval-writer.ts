@@ -222,38 +222,54 @@ export class EvalLogWriter {
    * with its summary, which feeds the results and usage. Same rules as `addSample`.
    */
   addSampleEntry(entry: PreparedEntry, summary: EvalSampleSummary): Promise<void> {
-    return this.track(this.addEntryNow(summary, async () => entry, summary));
+    return this.addSampleEntries([{ entry, summary }]);
+  }
+
+  /**
+   * `addSampleEntry` of several samples in one write (a merge copies thousands of small members:
+   * one write each costs more than the rest of copying one). Each is checked as `addSampleEntry`
+   * checks it, before any is written: one refused refuses the call, and none of them is written.
+   */
+  addSampleEntries(samples: ReadonlyArray<{ entry: PreparedEntry; summary: EvalSampleSummary }>): Promise<void> {
+    return this.track(this.addEntriesNow(samples.map(({ entry, summary }) => ({ sample: summary, prepare: async () => entry, summary, scored: summary }))));
   }
 
   private async addSampleNow(sample: EvalSample): Promise<void> {
-    await this.addEntryNow(sample, () => prepareZipEntry(sampleMemberName(sample.id, sample.epoch), serialise(sample)), sampleSummary(sample), sample);
+    const prepare = () => prepareZipEntry(sampleMemberName(sample.id, sample.epoch), serialise(sample));
+    await this.addEntriesNow([{ sample, prepare, summary: sampleSummary(sample), scored: sample }]);
   }
 
-  private async addEntryNow(
-    sample: { id: string | number; epoch: number },
-    prepare: () => Promise<PreparedEntry>,
-    summary: EvalSampleSummary,
-    scored: ScoredSample & UsageHolder = summary,
+  private async addEntriesNow(
+    samples: Array<{ sample: { id: string | number; epoch: number }; prepare: () => Promise<PreparedEntry>; summary: EvalSampleSummary; scored: ScoredSample & UsageHolder }>,
   ): Promise<void> {
-    this.assertOpen(`add sample ${sample.id}`);
-    const id = String(sample.id);
-    if (id.includes('/') || id.includes('_epoch_')) {
-      // The viewer splits member names on `/` and `_epoch_` to find a sample's id and epoch.
-      throw new RangeError(`sample id ${JSON.stringify(id)} cannot contain "/" or "_epoch_"`);
+    if (samples.length === 0) return;
+    const keys = new Set<string>();
+    for (const { sample } of samples) {
+      this.assertOpen(`add sample ${sample.id}`);
+      const id = String(sample.id);
+      if (id.includes('/') || id.includes('_epoch_')) {
+        // The viewer splits member names on `/` and `_epoch_` to find a sample's id and epoch.
+        throw new RangeError(`sample id ${JSON.stringify(id)} cannot contain "/" or "_epoch_"`);
+      }
+      if (!Number.isInteger(sample.epoch) || sample.epoch < 1) throw new RangeError(`sample epoch must be >= 1, got ${sample.epoch}`);
+      const key = `${id}\u0000${sample.epoch}`;
+      if (this.keys.has(key) || keys.has(key)) throw new DuplicateSampleError(`sample ${id} epoch ${sample.epoch} is already in ${this.path}`);
+      keys.add(key);
     }
-    if (!Number.isInteger(sample.epoch) || sample.epoch < 1) throw new RangeError(`sample epoch must be >= 1, got ${sample.epoch}`);
-    const key = `${id}\u0000${sample.epoch}`;
-    if (this.keys.has(key)) throw new DuplicateSampleError(`sample ${id} epoch ${sample.epoch} is already in ${this.path}`);
-    this.keys.add(key);
-    const entry = await prepare();
-    if (entry.name !== sampleMemberName(sample.id, sample.epoch)) throw new RangeError(`member ${entry.name} does not hold sample ${id} epoch ${sample.epoch}`);
+    for (const key of keys) this.keys.add(key);
+    const entries = await Promise.all(samples.map((s) => s.prepare()));
+    samples.forEach(({ sample }, i) => {
+      if (entries[i]!.name !== sampleMemberName(sample.id, sample.epoch)) throw new RangeError(`member ${entries[i]!.name} does not hold sample ${sample.id} epoch ${sample.epoch}`);
+    });
     await this.serialised(async () => {
-      if (this.state === 'finished' || this.state === 'closed') throw new Error(`log ${this.path} is ${this.state}; sample ${id} not written`);
-      await this.zip.appendMembers([entry]);
-      this.sampleCount += 1;
-      this.resultsSoFar.add(scored);
-      this.usage.add(scored);
-      this.pendingSummaries.push(summary);
+      if (this.state === 'finished' || this.state === 'closed') throw new Error(`log ${this.path} is ${this.state}; sample ${samples.map((s) => s.sample.id).join(', ')} not written`);
+      await this.zip.appendMembers(entries);
+      for (const { summary, scored } of samples) {
+        this.sampleCount += 1;
+        this.resultsSoFar.add(scored);
+        this.usage.add(scored);
+        this.pendingSummaries.push(summary);
+      }
       if (Date.now() - this.lastCheckpoint >= this.checkpointMs) await this.checkpoint();
       else this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), this.checkpointMs - (Date.now() - this.lastCheckpoint)).unref();
     });

@@ -15,6 +15,7 @@ import { PROTOCOL_VERSION, type Job, type Manifest } from '../../src/fleet/proto
 import { readEvalLog } from '../../src/log/eval-reader.js';
 import { EvalLogWriter } from '../../src/log/eval-writer.js';
 import type { EvalPlan, EvalSample, EvalSpec } from '../../src/log/types.js';
+import { ZipReader } from '../../src/log/zip-reader.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ct-result-checks-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -92,5 +93,47 @@ describe('fleet results that are not their job\'s', () => {
     assert.equal(log.samples!.length, 7);
     assert.deepEqual(log.samples!.filter((s) => s.error).map((s) => s.epoch).sort(), [2, 3, 4, 5, 6]);
     assert.equal(log.results?.total_samples, 7);
+  });
+});
+
+/**
+ * `log` with its member `name` damaged after it was written: `crc` gives both its CRC fields
+ * another value, `bytes` flips a byte in the middle of its compressed data.
+ */
+async function damaged(log: Uint8Array, name: string, how: 'crc' | 'bytes'): Promise<Buffer> {
+  const bytes = Buffer.from(log);
+  const zip = await ZipReader.fromBuffer(bytes, 'damaged');
+  const entry = zip.entry(name)!;
+  await zip.close();
+  const local = entry.localHeaderOffset;
+  if (how === 'crc') {
+    const central = bytes.lastIndexOf(Buffer.from(name)) - 46;
+    for (const at of [local + 14, central + 16]) bytes.writeUInt32LE((entry.crc32 ^ 1) >>> 0, at);
+  } else {
+    const dataStart = local + 30 + bytes.readUInt16LE(local + 26) + bytes.readUInt16LE(local + 28);
+    bytes[dataStart + (entry.compressedSize >> 1)]! ^= 0xff;
+  }
+  return bytes;
+}
+
+describe('fleet results damaged after they were written', () => {
+  test('each becomes its job\'s error sample naming the member; only checked bytes reach the merged log', async () => {
+    const m = manifest('damaged', 3);
+    const header = fleetLogHeader(m, 'test');
+    const store = new MemoryResultStore(new MemoryBucket(), m.fleet_id);
+    await store.putResult('env.task.e1', await oneSampleLog(sample('env:task', 1, 'C'), header));
+    await store.putResult('env.task.e2', await damaged(await oneSampleLog(sample('env:task', 2, 'C'), header), 'samples/env:task_epoch_2.json', 'crc'));
+    await store.putResult('env.task.e3', await damaged(await oneSampleLog(sample('env:task', 3, 'C'), header), 'samples/env:task_epoch_3.json', 'bytes'));
+
+    const out = await mergeFleetResults({ store, manifest: m, header, logDir: join(work, 'damaged-logs') });
+    const byJob = new Map(out.rows.map((r) => [r.jobId, r]));
+    assert.equal(byJob.get('env.task.e1')!.error, undefined);
+    assert.match(byJob.get('env.task.e2')!.error!, /not a usable log: member samples\/env:task_epoch_2\.json is corrupt \(size or CRC mismatch\)/);
+    assert.match(byJob.get('env.task.e3')!.error!, /not a usable log: member samples\/env:task_epoch_3\.json/);
+    for (const r of out.rows.filter((r) => r.error)) assert.equal(r.scores, undefined);
+
+    // Reading the merged log inflates and CRC-checks every member it holds.
+    const log = await readEvalLog(out.path);
+    assert.deepEqual(log.samples!.map((s) => [s.epoch, Boolean(s.error)]), [[1, false], [2, true], [3, true]]);
   });
 });
