@@ -350,6 +350,8 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
         state,
         launcher,
         workers: wanted,
+        // EC2 fleets grow with their backlog, up to --max-workers; local:N runs exactly N.
+        ...(spec.kind === 'ec2' ? { scale: { maxWorkers: workerCount, waves: config.fleet.scale_waves } } : {}),
         timings: fleet.timings,
         logDir: input.logDir,
         version: input.version,

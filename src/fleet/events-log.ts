@@ -14,6 +14,10 @@ export type FleetEventKind =
   | 'enqueue'
   | 'launch'
   | 'replace'
+  // EC2 workers launched because the backlog outgrew the live ones: {workers, from, to, backlog, in_flight, reason}.
+  | 'scale'
+  // A worker's samples at once changed (or started): {worker, from, to, reason, detail}.
+  | 'concurrency'
   | 'job_done'
   | 'job_failed'
   | 'job_requeued'

@@ -377,8 +377,8 @@ export const errorMarkerSchema = z.object({
 });
 export type ErrorMarker = z.infer<typeof errorMarkerSchema>;
 
-/** The done queue's message body: a job's result is in S3 (or the job failed for good). */
-export const doneMessageSchema = z.object({
+/** A done message about a job: its result is in S3, or the attempt failed, was handed back or dropped. */
+export const jobDoneMessageSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
   fleet_id: z.string().min(1),
   job_id: z.string().min(1),
@@ -400,7 +400,34 @@ export const doneMessageSchema = z.object({
   worker: z.string(),
   seconds: z.number().min(0),
 });
-export type DoneMessage = z.infer<typeof doneMessageSchema>;
+export type JobDoneMessage = z.infer<typeof jobDoneMessageSchema>;
+
+/** Why a worker's concurrency changed (`start`: the value it started with). */
+export const CONCURRENCY_REASONS = ['start', 'clean_finish', 'sandbox_start_failed', 'oom_killed', 'memory_pressure'] as const;
+
+/**
+ * A done message about the worker itself (`concurrency`): how many samples it runs at once
+ * changed (or, `start`, what it started with), and why. The controller records it in the
+ * fleet's events.jsonl and sizes its growth by the workers' latest values.
+ */
+export const concurrencyReportSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  status: z.literal('concurrency'),
+  worker: z.string(),
+  concurrency: z.object({
+    from: z.number().int().min(1),
+    to: z.number().int().min(1),
+    reason: z.enum(CONCURRENCY_REASONS),
+    /** What the worker measured (memory, load), one line. */
+    detail: z.string().max(500).optional(),
+  }),
+});
+export type ConcurrencyReport = z.infer<typeof concurrencyReportSchema>;
+
+/** The done queue's message body: about a job (`jobDoneMessageSchema`) or about the worker (`concurrencyReportSchema`). */
+export const doneMessageSchema = z.discriminatedUnion('status', [jobDoneMessageSchema, concurrencyReportSchema]);
+export type DoneMessage = JobDoneMessage | ConcurrencyReport;
 
 /** The object key of a code or extra-src artifact. */
 export function artifactKey(sha: string): string {
