@@ -43,7 +43,7 @@ export function addFleetOptions(cmd: Command, examples = EVAL_FLEET_EXAMPLES): C
     .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
     .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
     .option('--on-demand', 'with --ec2: on-demand instances only')
-    .option('--concurrency <n>', 'with --ec2: samples each worker runs at once (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
+    .option('--concurrency <n>', 'with --ec2: samples each worker starts with, then adapts to its machine up to fleet.max_concurrency (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
     .addHelpText('after', `\nFleet examples:\n${examples}`);
 }
 
@@ -289,7 +289,7 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const toRun = jobs.length - state.done.size + (fleet.retryErrors ? state.errors.length : 0);
     const early =
       spec.kind === 'local' && toRun > 0
-        ? new LocalLauncher({ fleetId, region: config.ec2.region, concurrency: perWorker, cwd: process.cwd(), env: workerEnv, logDir: join(input.logDir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
+        ? new LocalLauncher({ fleetId, region: config.ec2.region, cwd: process.cwd(), env: workerEnv, logDir: join(input.logDir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
         : undefined;
     const launchedEarly = early ? await early.start(Math.min(workerCount, toRun)) : undefined;
 
@@ -302,12 +302,11 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const launcher: import('../fleet/launcher.js').FleetLauncher =
       early ??
       (ec2Plan
-        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, perWorker, s3, spot, note: (l) => progress.note(l) })
+        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, s3, spot, note: (l) => progress.note(l) })
         : spec.kind === 'local'
         ? new LocalLauncher({
             fleetId,
             region: config.ec2.region,
-            concurrency: perWorker,
             cwd: process.cwd(),
             env: workerEnv,
             logDir: join(input.logDir, 'fleet', fleetId),
@@ -506,7 +505,7 @@ async function planEc2(config: Config) {
 async function ec2Launcher(
   config: Config,
   plan: Awaited<ReturnType<typeof planEc2>>,
-  o: { fleetId: string; artifactKey: string; perWorker: number; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
+  o: { fleetId: string; artifactKey: string; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
 ) {
   const { createEc2Client } = await import('../cloud/ec2-clients.js');
   const { ensureEgressOnlySecurityGroup } = await import('../cloud/security-group.js');
@@ -537,7 +536,6 @@ async function ec2Launcher(
       region: config.ec2.region,
       bucket: config.fleet.bucket,
       artifactKey: o.artifactKey,
-      concurrency: o.perWorker,
       deadmanMinutes: Math.ceil(config.fleet.stale_teardown_minutes + config.fleet.deadman_margin_minutes),
       dockerNameParameter: config.fleet.docker_org_name_parameter,
       dockerPatParameter: config.fleet.docker_org_pat_parameter,

@@ -116,7 +116,8 @@ const CT_BIN = fileURLToPath(new URL('../../../bin/ct.js', import.meta.url));
 export interface LocalLauncherOptions {
   fleetId: string;
   region: string;
-  concurrency: number;
+  /** Samples each worker runs at once, fixed (`--concurrency`); absent: each starts from the manifest's samples_per_worker and adapts. */
+  concurrency?: number;
   /** Workers run here (relative policy paths and settings resolve as for the controller). */
   cwd: string;
   /** The controller's environment: AWS settings, API keys and CT_* reach workers this way only (no SSM). */
@@ -150,7 +151,7 @@ export class LocalLauncher implements FleetLauncher {
       const name = `local-${n}`;
       const logFile = join(this.o.logDir, `worker-${n}.log`);
       const fd = openSync(logFile, 'a');
-      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env', exitWithParent: true, ...(this.o.waitForFleetSeconds ? { waitForFleetSeconds: this.o.waitForFleetSeconds } : {}) })], {
+      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { ...(this.o.concurrency !== undefined ? { concurrency: this.o.concurrency } : {}), secrets: 'env', exitWithParent: true, ...(this.o.waitForFleetSeconds ? { waitForFleetSeconds: this.o.waitForFleetSeconds } : {}) })], {
         cwd: this.o.cwd,
         env: { ...this.o.env, CT_WORKER_NAME: name },
         stdio: ['pipe', fd, fd],
@@ -221,7 +222,7 @@ export class LocalLauncher implements FleetLauncher {
   }
 
   workerCommand(): string {
-    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env' }).join(' ')}`;
+    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, { ...(this.o.concurrency !== undefined ? { concurrency: this.o.concurrency } : {}), secrets: 'env' }).join(' ')}`;
   }
 }
 
