@@ -29,7 +29,7 @@ export function registerFleetCommands(program: Command): void {
     )
     .requiredOption('--fleet <id>', 'the fleet whose jobs to run (the controller prints it)')
     .option('--region <region>', 'AWS region of the fleet (default: ec2.region, CT_EC2_REGION, us-east-1)')
-    .option('--concurrency <n>', "samples run at once, fixed (default: adaptive, starting from the fleet's samples per worker cut to this machine's CPUs and memory; one more after each clean finish with every slot busy while memory and CPUs allow, up to fleet.max_concurrency (CT_FLEET_MAX_CONCURRENCY, 32); halved after a sandbox start failure or an out-of-memory kill, a quarter less under memory pressure)", positiveInt)
+    .option('--concurrency <n>', "samples run at once, fixed (default: the fleet's samples per worker: fixed when the run gave it with --concurrency or --max-samples, else a start cut to this machine's CPUs and memory that adapts: one more after each clean finish with every slot busy while memory and CPUs allow, up to fleet.max_concurrency (CT_FLEET_MAX_CONCURRENCY, 32); halved after a sandbox start failure or an out-of-memory kill, a quarter less under memory pressure)", positiveInt)
     .addOption(
       new Option('--secrets <from>', "where the fleet's API keys come from: ssm (its parameters; this machine's own values win) or env (this machine only) (default: fleet.worker_secrets, CT_FLEET_WORKER_SECRETS, ssm)").choices(['ssm', 'env']),
     )

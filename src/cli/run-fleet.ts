@@ -43,7 +43,7 @@ export function addFleetOptions(cmd: Command, examples = EVAL_FLEET_EXAMPLES): C
     .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
     .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
     .option('--on-demand', 'with --ec2: on-demand instances only')
-    .option('--concurrency <n>', 'with --ec2: samples each worker starts with, then adapts to its machine up to fleet.max_concurrency (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
+    .option('--concurrency <n>', 'with --ec2: samples each worker runs at once, fixed (default: from the instance type, 10 on c7i.4xlarge, as a start each worker adapts to its machine up to fleet.max_concurrency)', positiveInt)
     .addHelpText('after', `\nFleet examples:\n${examples}`);
 }
 

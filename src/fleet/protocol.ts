@@ -106,8 +106,10 @@ export const manifestSchema = z.object({
   model: z.string().optional(),
   /** Sample options (limits and timeouts) as the controller resolved them. */
   sample_options: sampleOptionsSchema,
-  /** Samples a worker runs at once. */
+  /** Samples a worker starts with (it adapts to its machine, up to fleet.max_concurrency, unless `concurrency_fixed`). */
   samples_per_worker: z.number().int().min(1),
+  /** The user gave samples_per_worker (`--concurrency`, `--max-samples`): workers run exactly that many, never adapting. */
+  concurrency_fixed: z.literal(true).optional(),
   /** Attempts of one job (failures reported, or silent deaths; hand-backs not counted) before it is dead-lettered (fleet.max_receive_count). */
   max_attempts: z.number().int().min(1).default(3),
   /** The code workers run: a commit (clean checkout) or tree SHA (dirty one), and its archive's key in the bucket. */

@@ -153,15 +153,18 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     throw e;
   }
   const probes = o.probes ?? systemProbes();
+  // Fixed: the worker's --concurrency, the run's explicit one (`concurrency_fixed`), or a monitor
+  // fleet's (its model connections, not the machine, bound it).
+  const fixed = o.concurrency !== undefined || isMonitorManifest(manifest) || manifest.concurrency_fixed === true;
   const concurrency = new AdaptiveConcurrency({
     requested: o.concurrency ?? manifest.samples_per_worker,
     ceiling: config.fleet.max_concurrency,
-    fixed: o.concurrency !== undefined,
+    fixed,
     needs: handler.needs?.() ?? DEFAULT_SAMPLE_NEEDS,
     probes,
   });
   // The pool's slots: what the concurrency may ever reach; the job source holds them to its current value.
-  const slots = o.concurrency ?? Math.max(concurrency.current, config.fleet.max_concurrency);
+  const slots = fixed ? concurrency.current : Math.max(concurrency.current, config.fleet.max_concurrency);
   const maxAttempts = manifest.max_attempts;
   const session = await RunSession.open({ config, ...(handler.sandbox ? { sandbox: handler.sandbox } : {}), importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
