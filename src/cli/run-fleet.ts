@@ -189,6 +189,7 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { inspectFleet, runFleet } = await import('../fleet/controller.js');
   const { estimateFleet, formatEstimate, ec2WorkerOverhead, estimateJson } = await import('../fleet/estimate.js');
+  const { readFleetUsage } = await import('../fleet/events-log.js');
   const { sqs, s3, ssm, sts } = createFleetClients(config.ec2.region);
   // Credentials checked before anything is created; the caller's name tags what the fleet creates.
   const { preflightCredentials } = await import('../cloud/credentials.js');
@@ -221,6 +222,8 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const retried = fleet.retryErrors ? state.errors.length : 0;
     // Same jobs as before: keep the first controller's creation time (it names the merged log).
     if (state.prior) manifest.created = state.prior.created;
+    // What earlier runs of this fleet launched and ran (none after --new-fleet).
+    const soFar = state.prior && !fleet.newFleet ? readFleetUsage(input.logDir, fleetId) : undefined;
     // EC2 workers: as many as the backlog needs at `perWorker` each, at most --max-workers.
     const wanted = spec.kind === 'ec2' ? Math.min(workerCount, Math.max(1, Math.ceil((jobs.length - state.done.size + retried) / perWorker))) : workerCount;
     const estimate = estimateFleet({
@@ -233,6 +236,9 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
       ...(spec.kind === 'ec2' ? { overhead: ec2WorkerOverhead(config.fleet) } : {}),
       pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
       ...(ec2Price ? { priceSource: ec2Price.source } : {}),
+      ...(spec.kind === 'ec2' ? { maxWorkers: workerCount } : {}),
+      ...(fleet.fixedPerWorker || isMonitorManifest(manifest) ? {} : { adaptiveCeiling: config.fleet.max_concurrency }),
+      ...(soFar ? { soFar } : {}),
     });
     const label =
       spec.kind === 'local'

@@ -323,7 +323,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const result: RunFleetResult = { end, enqueued: sent, retried: retry.length, launched: o.launcher.names(), workerHours: workerHours(), dead, rejected };
   if (end !== 'complete') {
     await o.launcher.stopAll();
-    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
+    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size, launched, worker_hours: roundHours(workerHours()) });
     progress.stop();
     return result;
   }
@@ -344,7 +344,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   // down). EC2 instances cost until they end: those still up after a grace are terminated.
   await step('deleting the queues', () => queue.deleteQueues());
   if (o.launcher.kind === 'ec2') await waitForInstances();
-  else events.add('teardown', { queues: 'deleted', results_kept: true });
+  else events.add('teardown', { queues: 'deleted', results_kept: true, launched, worker_hours: roundHours(workerHours()) });
   progress.stop();
   return result;
 
@@ -369,7 +369,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       await sleep(250);
     }
     await o.launcher.stopAll();
-    events.add('teardown', { queues: 'deleted', results_kept: true });
+    events.add('teardown', { queues: 'deleted', results_kept: true, launched, worker_hours: roundHours(workerHours()) });
   }
 
   function recentReporters(): number {
@@ -626,6 +626,11 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);
     return true;
   }
+}
+
+/** Hours to the second (six decimals) for the events log. */
+function roundHours(x: number): number {
+  return Math.round(x * 1e6) / 1e6;
 }
 
 /** A failure on one progress line: what failed and its last meaningful line (why). */

@@ -238,6 +238,9 @@ describe('fleet controller (in-memory queue and store)', () => {
     assert.equal(last.launched, 4, 'the progress line shows the launches');
     assert.ok(last.workerHours !== undefined && last.workerHours > 0, 'and the instance-hours so far');
     assert.ok(r.workerHours > 0);
+    const teardown = events.find((e) => e.event === 'teardown')!;
+    assert.equal(teardown.launched, 4, 'the record a resumed fleet\'s estimate reads');
+    assert.ok(Number(teardown.worker_hours) > 0);
   });
 });
 
