@@ -288,7 +288,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       workers: o.launcher.kind === 'external' ? recentReporters() : liveWorkers,
       cost: workerHours() * o.pricePerWorkerHour,
       // Launches and instance-hours mean something only where ct starts (and pays for) the workers.
-      ...(o.launcher.kind === 'ec2' ? { launched, workerHours: workerHours() } : o.launcher.kind === 'local' ? { launched } : {}),
+      ...(o.launcher.kind === 'ec2' ? { launched, workerHours: workerHours() } : {}),
     });
   show();
 
@@ -628,7 +628,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   }
 }
 
-/** Hours to the second (six decimals) for the events log. */
+/** Worker-hours for the events log, to six decimals (a few milliseconds). */
 function roundHours(x: number): number {
   return Math.round(x * 1e6) / 1e6;
 }

@@ -14,7 +14,7 @@ export interface FleetCounts {
   workers: number | undefined;
   /** USD so far. */
   cost: number;
-  /** Workers started so far, dead and replaced ones included (local and EC2 workers; absent: not shown). */
+  /** Workers started so far, dead and replaced ones included (EC2; absent: not shown). */
   launched?: number;
   /** Worker instance-hours so far (EC2; absent: not shown). */
   workerHours?: number;
