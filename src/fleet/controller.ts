@@ -179,6 +179,8 @@ export interface RejectedReport {
 
 /** Workers started over the run, at most this many times the first launch (a fleet whose workers keep dying stops). */
 const MAX_RELAUNCH_FACTOR = 3;
+/** After a launch for growth failed (not a refusal), the fleet tries to grow again this much later (5 min). */
+const GROWTH_PAUSE_MS = 5 * 60_000;
 /** How long EC2 workers get to leave after the queues are deleted, before they are terminated (ms). */
 const WORKER_EXIT_GRACE_MS = 30_000;
 /**
@@ -258,6 +260,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   const launchBudget = () => Math.max(1, Math.min(launchBase, o.scale?.maxWorkers ?? Infinity)) * MAX_RELAUNCH_FACTOR;
   /** Each worker's latest reported samples at once (`concurrency` done messages), by name. */
   const slots = new Map<string, number>();
+  let growthPausedUntil = 0;
 
   let end: FleetEnd = 'complete';
   const watchdog = new Watchdog({
@@ -601,8 +604,18 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       maxWorkers: o.scale!.maxWorkers,
       budgetLeft: Math.max(0, launchBudget() - launched),
     });
-    if (decision.launch <= 0) return;
-    const n = await o.launcher.start(decision.launch);
+    if (decision.launch <= 0 || Date.now() < growthPausedUntil) return;
+    let n: number;
+    try {
+      n = await o.launcher.start(decision.launch);
+    } catch (e) {
+      // The fleet runs on without growing: a refusal (an instance limit, a permission) for the
+      // rest of the run, anything else for GROWTH_PAUSE_MS.
+      growthPausedUntil = e instanceof ConfigError ? Infinity : Date.now() + GROWTH_PAUSE_MS;
+      events.add('warning', { kind: 'scale_failed', error: errorMessage(e), wanted: decision.launch });
+      progress.note(`the fleet could not grow by ${decision.launch} worker(s) (${oneLine(errorMessage(e))}); it goes on with ${live}${growthPausedUntil === Infinity ? '' : `, trying again in ${GROWTH_PAUSE_MS / 60_000} min`}`);
+      return;
+    }
     if (n <= 0) return;
     launched += n;
     launchBase += n;

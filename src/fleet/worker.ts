@@ -343,13 +343,13 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
         item.phase = phase;
       },
       onResult: async (item, sample, end, reason) => {
-        // Cancelled samples (a stop, a spot hand-back) say nothing of the machine.
         const saturated = runningItems.size >= concurrency.current;
         try {
           await finish(item, sample, end, reason);
         } finally {
           runningItems.delete(item);
-          if (end !== 'cancelled' && !item.requeued) adapt(concurrency.sampleEnded(sampleVerdict({ end, ...(reason !== undefined ? { reason } : {}), ...(item.phase !== undefined ? { phase: item.phase } : {}) }), saturated));
+          // Samples cut short by a stop or a spot hand-back say nothing of the machine.
+          if (end !== 'cancelled' && !item.requeued && !session.signal.aborted) adapt(concurrency.sampleEnded(sampleVerdict({ end, ...(reason !== undefined ? { reason } : {}), ...(item.phase !== undefined ? { phase: item.phase } : {}) }), saturated));
           source.wake();
         }
       },

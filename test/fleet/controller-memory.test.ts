@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { inspectFleet, runFleet, type RunFleetOptions } from '../../src/fleet/controller.js';
+import { ConfigError } from '../../src/errors.js';
 import { FleetEventsLog } from '../../src/fleet/events-log.js';
 import type { FleetCounts } from '../../src/fleet/fleet-progress.js';
 import type { FleetLauncher } from '../../src/fleet/launcher.js';
@@ -242,6 +243,28 @@ describe('fleet controller (in-memory queue and store)', () => {
     assert.equal(teardown.launched, 4, 'the record a resumed fleet\'s estimate reads');
     assert.ok(Number(teardown.worker_hours) > 0);
   });
+
+  test('a growth EC2 refuses (an instance limit) is a warning: the fleet finishes with the workers it has', async () => {
+    const sqs = new MemorySqs();
+    const m = manifest('memfleet5', 16);
+    const queue = new MemoryJobQueue(sqs, m.fleet_id, 'lb-fleet-');
+    const store = new MemoryResultStore(new MemoryBucket(), m.fleet_id);
+    const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
+    dirs.push(logDir);
+    const launcher = slotLauncher(queue, store, m, { slots: 2, jobMs: 30, refuseAfter: 1 });
+    const notes: string[] = [];
+    const r = await runFleet({
+      ...options({ queue, store, manifest: m, state: await inspectFleet(store, m), launcher }, logDir),
+      workers: 1,
+      scale: { maxWorkers: 4, waves: 2 },
+      progress: { update() {}, note: (t) => notes.push(t), stop() {} },
+    });
+    assert.equal(r.end, 'complete');
+    assert.equal(launcher.started, 1);
+    const events = readFileSync(join(logDir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8');
+    assert.equal((events.match(/"kind":"scale_failed"/g) ?? []).length, 1, 'tried once: a refusal holds for the rest of the run');
+    assert.ok(notes.some((n) => /^the fleet could not grow by \d worker\(s\) \(EC2 refused the launch .*\); it goes on with 1$/.test(n)), notes.join('\n'));
+  });
 });
 
 /**
@@ -249,13 +272,15 @@ describe('fleet controller (in-memory queue and store)', () => {
  * `slots` jobs at once (each `jobMs`), and the first reports one memory kill (2 -> 1) after its
  * first job. They leave when the queue is gone.
  */
-function slotLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manifest, o: { slots: number; jobMs: number }): FleetLauncher & { started: number } {
+function slotLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manifest, o: { slots: number; jobMs: number; refuseAfter?: number }): FleetLauncher & { started: number } {
   let running = 0;
+  let calls = 0;
   const header = fleetLogHeader(m, 'test');
   const l = {
     kind: 'ec2' as const,
     started: 0,
     async start(n: number) {
+      if (o.refuseAfter !== undefined && ++calls > o.refuseAfter) throw new ConfigError('EC2 refused the launch (VcpuLimitExceeded: limit reached)');
       for (let i = 0; i < n; i++) {
         const name = `ec2-${++l.started}`;
         running++;
