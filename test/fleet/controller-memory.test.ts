@@ -208,7 +208,7 @@ describe('fleet controller (in-memory queue and store)', () => {
     const store = new MemoryResultStore(bucket, m.fleet_id);
     const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
     dirs.push(logDir);
-    const launcher = slotLauncher(queue, store, m, { slots: 2, jobMs: 40 });
+    const launcher = slotLauncher(queue, store, m, { slots: 2, jobMs: 80 });
     const notes: string[] = [];
     const counts: FleetCounts[] = [];
     const r = await runFleet({
