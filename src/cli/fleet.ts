@@ -29,7 +29,7 @@ export function registerFleetCommands(program: Command): void {
     )
     .requiredOption('--fleet <id>', 'the fleet whose jobs to run (the controller prints it)')
     .option('--region <region>', 'AWS region of the fleet (default: ec2.region, CT_EC2_REGION, us-east-1)')
-    .option('--concurrency <n>', "samples run at once (default: the fleet's samples per worker)", positiveInt)
+    .option('--concurrency <n>', "samples run at once, fixed (default: the fleet's samples per worker: fixed when the run gave it with --concurrency or --max-samples, else a start cut to this machine's CPUs and memory that adapts: one more after each clean finish with every slot busy while memory and CPUs allow, up to fleet.max_concurrency (CT_FLEET_MAX_CONCURRENCY, 32); halved after a sandbox start failure or an out-of-memory kill, a quarter less under memory pressure)", positiveInt)
     .addOption(
       new Option('--secrets <from>', "where the fleet's API keys come from: ssm (its parameters; this machine's own values win) or env (this machine only) (default: fleet.worker_secrets, CT_FLEET_WORKER_SECRETS, ssm)").choices(['ssm', 'env']),
     )
@@ -46,7 +46,8 @@ export function registerFleetCommands(program: Command): void {
         'them under fleet.secrets_prefix/<fleet id>/ and deletes them when the fleet ends); a key this machine sets\n' +
         'itself (environment, .env or config) wins. `local:` workers run with --secrets env and need no SSM access.\n' +
         'Stops when the controller deleted the fleet\'s queues, or after fleet.idle_polls empty polls in a row\n' +
-        '(CT_FLEET_IDLE_POLLS) with nothing running and nothing queued. On SIGTERM or Ctrl-C it takes no more jobs,\n' +
+        '(CT_FLEET_IDLE_POLLS) with nothing running and nothing queued, or (exit 0, the fleet goes on) after\n' +
+        'fleet.idle_minutes (CT_FLEET_IDLE_MINUTES, 10) without a job while other workers finish theirs. On SIGTERM or Ctrl-C it takes no more jobs,\n' +
         'hands back what it had not started, cancels running samples and hands their jobs back (exit 143 on SIGTERM,\n130 on Ctrl-C);\n' +
         'a second signal exits at once.\n',
     )

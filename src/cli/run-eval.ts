@@ -70,7 +70,7 @@ export function registerRunCommands(program: Command): void {
     .option('--just-main-tasks', 'drop side tasks from the selection')
     .option('--epochs <n>', `times to run each sample (samples x epochs: at most ${MAX_SAMPLE_EPOCHS} a run)`, positiveInt, 1)
     .option('--limit <n>', 'run at most this many samples', positiveInt)
-    .option('--max-samples <n>', 'samples running at once (default: from the CPUs and memory available)', positiveInt)
+    .option('--max-samples <n>', 'samples running at once (default: from the CPUs and memory available); with --fleet and local or external workers: samples each worker runs at once, fixed (default: a start each worker adapts to its machine)', positiveInt)
     .option('--sample-time-limit <seconds>', "limit on the agent's time per sample", positiveNumber)
     .option('--scorer-timeout <seconds>', 'limit per scorer run (default 120)', positiveNumber)
     .option('--message-limit <n>', 'messages per sample before it stops', positiveInt)

@@ -43,7 +43,7 @@ export function addFleetOptions(cmd: Command, examples = EVAL_FLEET_EXAMPLES): C
     .addOption(new Option('--worker-setup <basename/path>', 'with --fleet: a script inside an --extra-src tree that workers run before taking jobs'))
     .option('--spot', 'with --ec2: spot instances, on-demand when spot capacity is refused (default; fleet.spot, CT_FLEET_SPOT)')
     .option('--on-demand', 'with --ec2: on-demand instances only')
-    .option('--concurrency <n>', 'with --ec2: samples each worker runs at once (default: from the instance type, 10 on c7i.4xlarge)', positiveInt)
+    .option('--concurrency <n>', 'with --ec2: samples each worker runs at once, fixed (default: from the instance type, 10 on c7i.4xlarge, as a start each worker adapts to its machine up to fleet.max_concurrency)', positiveInt)
     .addHelpText('after', `\nFleet examples:\n${examples}`);
 }
 
@@ -189,6 +189,7 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
   const { S3ResultStore } = await import('../fleet/s3-result-store.js');
   const { inspectFleet, runFleet } = await import('../fleet/controller.js');
   const { estimateFleet, formatEstimate, ec2WorkerOverhead, estimateJson } = await import('../fleet/estimate.js');
+  const { readFleetUsage } = await import('../fleet/events-log.js');
   const { sqs, s3, ssm, sts } = createFleetClients(config.ec2.region);
   // Credentials checked before anything is created; the caller's name tags what the fleet creates.
   const { preflightCredentials } = await import('../cloud/credentials.js');
@@ -221,6 +222,8 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const retried = fleet.retryErrors ? state.errors.length : 0;
     // Same jobs as before: keep the first controller's creation time (it names the merged log).
     if (state.prior) manifest.created = state.prior.created;
+    // What earlier runs of this fleet launched and ran (none after --new-fleet).
+    const soFar = state.prior && !fleet.newFleet ? readFleetUsage(input.logDir, fleetId) : undefined;
     // EC2 workers: as many as the backlog needs at `perWorker` each, at most --max-workers.
     const wanted = spec.kind === 'ec2' ? Math.min(workerCount, Math.max(1, Math.ceil((jobs.length - state.done.size + retried) / perWorker))) : workerCount;
     const estimate = estimateFleet({
@@ -233,6 +236,9 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
       ...(spec.kind === 'ec2' ? { overhead: ec2WorkerOverhead(config.fleet) } : {}),
       pricePerWorkerHour: ec2Price?.usdPerHour ?? 0,
       ...(ec2Price ? { priceSource: ec2Price.source } : {}),
+      ...(spec.kind === 'ec2' ? { maxWorkers: workerCount } : {}),
+      ...(fleet.fixedPerWorker || isMonitorManifest(manifest) ? {} : { adaptiveCeiling: config.fleet.max_concurrency }),
+      ...(soFar ? { soFar } : {}),
     });
     const label =
       spec.kind === 'local'
@@ -289,7 +295,7 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const toRun = jobs.length - state.done.size + (fleet.retryErrors ? state.errors.length : 0);
     const early =
       spec.kind === 'local' && toRun > 0
-        ? new LocalLauncher({ fleetId, region: config.ec2.region, concurrency: perWorker, cwd: process.cwd(), env: workerEnv, logDir: join(input.logDir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
+        ? new LocalLauncher({ fleetId, region: config.ec2.region, cwd: process.cwd(), env: workerEnv, logDir: join(input.logDir, 'fleet', fleetId), waitForFleetSeconds: EARLY_WORKER_WAIT_SECONDS })
         : undefined;
     const launchedEarly = early ? await early.start(Math.min(workerCount, toRun)) : undefined;
 
@@ -302,12 +308,11 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
     const launcher: import('../fleet/launcher.js').FleetLauncher =
       early ??
       (ec2Plan
-        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, perWorker, s3, spot, note: (l) => progress.note(l) })
+        ? await ec2Launcher(config, ec2Plan, { fleetId, artifactKey: manifest.code!.artifact_key, s3, spot, note: (l) => progress.note(l) })
         : spec.kind === 'local'
         ? new LocalLauncher({
             fleetId,
             region: config.ec2.region,
-            concurrency: perWorker,
             cwd: process.cwd(),
             env: workerEnv,
             logDir: join(input.logDir, 'fleet', fleetId),
@@ -350,6 +355,8 @@ export async function controlFleet(input: ControlFleetInput): Promise<number> {
         state,
         launcher,
         workers: wanted,
+        // EC2 fleets grow with their backlog, up to --max-workers; local:N runs exactly N.
+        ...(spec.kind === 'ec2' ? { scale: { maxWorkers: workerCount, waves: config.fleet.scale_waves } } : {}),
         timings: fleet.timings,
         logDir: input.logDir,
         version: input.version,
@@ -504,7 +511,7 @@ async function planEc2(config: Config) {
 async function ec2Launcher(
   config: Config,
   plan: Awaited<ReturnType<typeof planEc2>>,
-  o: { fleetId: string; artifactKey: string; perWorker: number; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
+  o: { fleetId: string; artifactKey: string; s3: import('@aws-sdk/client-s3').S3Client; spot: boolean; note: (line: string) => void },
 ) {
   const { createEc2Client } = await import('../cloud/ec2-clients.js');
   const { ensureEgressOnlySecurityGroup } = await import('../cloud/security-group.js');
@@ -535,7 +542,6 @@ async function ec2Launcher(
       region: config.ec2.region,
       bucket: config.fleet.bucket,
       artifactKey: o.artifactKey,
-      concurrency: o.perWorker,
       deadmanMinutes: Math.ceil(config.fleet.stale_teardown_minutes + config.fleet.deadman_margin_minutes),
       dockerNameParameter: config.fleet.docker_org_name_parameter,
       dockerPatParameter: config.fleet.docker_org_pat_parameter,

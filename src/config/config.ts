@@ -227,8 +227,24 @@ export const configSchema = z.object({
       s3_endpoint: z.string().url().optional(),
       /** `--max-workers`, CT_FLEET_MAX_WORKERS. */
       max_workers: z.number().int().min(1).default(10),
-      /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. */
+      /** Samples each worker runs at once; CT_FLEET_SAMPLES_PER_WORKER. A worker starts there and adapts (see max_concurrency). */
       samples_per_worker: z.number().int().min(1).default(10),
+      /**
+       * The most samples one worker ever runs at once: a worker adds a slot while samples finish
+       * cleanly and its memory and CPUs allow, up to this (default 32); CT_FLEET_MAX_CONCURRENCY.
+       */
+      max_concurrency: z.number().int().min(1).default(32),
+      /**
+       * EC2 fleets grow while the queued jobs exceed what the running workers finish in this many
+       * waves (a wave: every slot of every worker runs one job) and every slot is busy (default 2);
+       * CT_FLEET_SCALE_WAVES.
+       */
+      scale_waves: z.number().positive().default(2),
+      /**
+       * A worker that has had no job for this many minutes exits (0) while the fleet goes on; an EC2
+       * worker's instance then terminates (default 10); CT_FLEET_IDLE_MINUTES.
+       */
+      idle_minutes: z.number().positive().default(10),
       /**
        * Seconds a taken job stays invisible; a running job's worker extends it every third of it;
        * CT_FLEET_VISIBILITY_TIMEOUT. SQS allows 0-43,200; tests scale it down to a few seconds.
@@ -478,6 +494,9 @@ const ENV_KEYS: Record<string, [string, EnvKind]> = {
   CT_FLEET_S3_ENDPOINT: ['fleet.s3_endpoint', 'string'],
   CT_FLEET_MAX_WORKERS: ['fleet.max_workers', 'number'],
   CT_FLEET_SAMPLES_PER_WORKER: ['fleet.samples_per_worker', 'number'],
+  CT_FLEET_MAX_CONCURRENCY: ['fleet.max_concurrency', 'number'],
+  CT_FLEET_SCALE_WAVES: ['fleet.scale_waves', 'number'],
+  CT_FLEET_IDLE_MINUTES: ['fleet.idle_minutes', 'number'],
   CT_FLEET_VISIBILITY_TIMEOUT: ['fleet.visibility_timeout', 'number'],
   CT_FLEET_MAX_RECEIVE_COUNT: ['fleet.max_receive_count', 'number'],
   CT_FLEET_IDLE_POLLS: ['fleet.idle_polls', 'number'],

@@ -83,6 +83,8 @@ export interface FleetPlan {
    * undefined here and read from the instance type's size by the controller.
    */
   perWorker?: number;
+  /** `perWorker` was given (`--concurrency`, `--max-samples`): workers run exactly that many; else they start there and adapt. */
+  fixedPerWorker: boolean;
   /** EC2: spot (on-demand when spot capacity is refused) or on-demand only; false off EC2. */
   spot: boolean;
   /** EC2 workers' instance type (it enters the fleet id); absent for local and external workers. */
@@ -162,6 +164,7 @@ export function compileFleetPlan(config: Config, flags: FleetFlags, o: { samples
     maxWorkers,
     workerCount,
     ...(perWorker !== undefined ? { perWorker } : {}),
+    fixedPerWorker: workers.kind === 'ec2' ? flags.concurrency !== undefined : o.samplesPerWorker !== undefined,
     spot: workers.kind === 'ec2' && (flags.onDemand ? false : flags.spot ? true : config.fleet.spot),
     ...(workers.kind === 'ec2' ? { instanceType: config.ec2.instance_type } : {}),
     ...(pricePerHour !== undefined ? { pricePerHour } : {}),

@@ -68,6 +68,7 @@ export async function buildFleetManifest(o: FleetManifestInput): Promise<{ manif
     ...(o.model ? { model: o.model } : {}),
     sample_options: plan.sampleOptions,
     samples_per_worker: o.perWorker,
+    ...(plan.fleet.fixedPerWorker ? { concurrency_fixed: true as const } : {}),
     max_attempts: plan.fleet.maxAttempts,
     code: { sha: o.code.sha, kind: o.code.kind, artifact_key: artifactKey(o.code.sha) },
     settings,

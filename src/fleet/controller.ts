@@ -28,6 +28,7 @@ import { mergeFleetResults, type MergeOutcome } from './merge-results.js';
 import { deadJobSample, fleetLogHeader, oneSampleLog, type DeadJob } from './one-sample-log.js';
 import { REJECTED_EXCERPT_CHARS, isMonitorManifest, jobMismatch, parseMessage, rejectedMessageSchema, type AnyJob, type AnyManifest, type ErrorMarker, type Manifest, type ParsedJobMessage } from './protocol.js';
 import { queueUnfinished } from './queue-ledger.js';
+import { scaleUp } from './scaling.js';
 import { Watchdog } from './watchdog.js';
 import { backstopReceiveCount, type Delivery, type JobQueue, type ResultStore } from './types.js';
 
@@ -118,6 +119,12 @@ export interface RunFleetOptions {
   launcher: FleetLauncher;
   /** Workers started at first (and kept up to while work remains). */
   workers: number;
+  /**
+   * Grow the fleet with its backlog (EC2): more workers while the queued jobs exceed what the live
+   * ones finish in `waves` waves and they are all busy (`scaleUp`), at most `maxWorkers` live.
+   * Absent: the fleet keeps the workers it started, replacing dead ones.
+   */
+  scale?: { maxWorkers: number; waves: number };
   timings: FleetTimings;
   logDir: string;
   version: string;
@@ -147,6 +154,8 @@ export interface RunFleetResult {
   /** Error results queued again by this run. */
   retried: number;
   launched: string[];
+  /** Worker-hours the launcher's workers ran during this run (instance-hours on EC2). */
+  workerHours: number;
   /** Jobs dead-lettered during this run. */
   dead: DeadJob[];
   /** Work messages refused unrun (forged, damaged, too large, not a job of the manifest), as found on the DLQ during this run. */
@@ -175,6 +184,8 @@ const MAX_RELAUNCH_FACTOR = 3;
  * missing (see `track`): with the default check_seconds, every 5 minutes.
  */
 const LIST_EVERY_CHECKS = 10;
+/** After a launch for growth failed (not a refusal), the fleet tries to grow again this much later (5 min). */
+const GROWTH_PAUSE_MS = 5 * 60_000;
 /** How long EC2 workers get to leave after the queues are deleted, before they are terminated (ms). */
 const WORKER_EXIT_GRACE_MS = 30_000;
 /**
@@ -247,7 +258,14 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     );
     if (o.launcher.kind === 'external') progress.note(`start workers on your machines with:\n  ${o.launcher.workerCommand()}`);
   }
-  const launchBudget = Math.max(1, launched) * MAX_RELAUNCH_FACTOR;
+  // Launches allowed in all: MAX_RELAUNCH_FACTOR times the workers wanted (the first launch, plus
+  // each growth, never counted past --max-workers); replacements of dead workers spend it, growth
+  // raises it. Workers that keep dying thus stop the fleet however it grew.
+  let launchBase = launched;
+  const launchBudget = () => Math.max(1, Math.min(launchBase, o.scale?.maxWorkers ?? Infinity)) * MAX_RELAUNCH_FACTOR;
+  /** Each worker's latest reported samples at once (`concurrency` done messages), by name. */
+  const slots = new Map<string, number>();
+  let growthPausedUntil = 0;
 
   let end: FleetEnd = 'complete';
   const watchdog = new Watchdog({
@@ -267,6 +285,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   let workerSeconds = 0;
   let liveWorkers: number | undefined = o.launcher.kind === 'external' ? undefined : launched;
   let inFlight = 0;
+  const workerHours = () => (workerSeconds + ((liveWorkers ?? 0) * (Date.now() - workerStart)) / 1000) / 3600;
   const show = () =>
     progress.update({
       total: ids.size,
@@ -275,7 +294,9 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       inFlight: Math.min(inFlight, ids.size - done.size),
       // External workers are known by their reports: those heard from lately.
       workers: o.launcher.kind === 'external' ? recentReporters() : liveWorkers,
-      cost: ((workerSeconds + ((liveWorkers ?? 0) * (Date.now() - workerStart)) / 1000) * o.pricePerWorkerHour) / 3600,
+      cost: workerHours() * o.pricePerWorkerHour,
+      // Launches and instance-hours mean something only where ct starts (and pays for) the workers.
+      ...(o.launcher.kind === 'ec2' ? { launched, workerHours: workerHours() } : {}),
     });
   show();
 
@@ -308,10 +329,10 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
 
   // Messages refused after the last check are reported too (the queues go with the fleet).
   if (end === 'complete' && remaining.length > 0) await step('reading the dead-letter queue', () => drainDeadLetters());
-  const result: RunFleetResult = { end, enqueued: sent, retried: retry.length, launched: o.launcher.names(), dead, rejected };
+  const result: RunFleetResult = { end, enqueued: sent, retried: retry.length, launched: o.launcher.names(), workerHours: workerHours(), dead, rejected };
   if (end !== 'complete') {
     await o.launcher.stopAll();
-    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size });
+    events.add('stopped', { reason: end, finished: done.size, jobs: ids.size, launched, worker_hours: roundHours(workerHours()) });
     progress.stop();
     return result;
   }
@@ -332,7 +353,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
   // down). EC2 instances cost until they end: those still up after a grace are terminated.
   await step('deleting the queues', () => queue.deleteQueues());
   if (o.launcher.kind === 'ec2') await waitForInstances();
-  else events.add('teardown', { queues: 'deleted', results_kept: true });
+  else events.add('teardown', { queues: 'deleted', results_kept: true, launched, worker_hours: roundHours(workerHours()) });
   progress.stop();
   return result;
 
@@ -357,7 +378,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       await sleep(250);
     }
     await o.launcher.stopAll();
-    events.add('teardown', { queues: 'deleted', results_kept: true });
+    events.add('teardown', { queues: 'deleted', results_kept: true, launched, worker_hours: roundHours(workerHours()) });
   }
 
   function recentReporters(): number {
@@ -375,14 +396,22 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       messages.map((m) => (m.message?.status === 'ok' && !seenDone.has(m.messageId) && ids.has(m.message.job_id) && !done.has(m.message.job_id) ? store.hasResult(m.message.job_id) : true)),
     );
     for (const [i, m] of messages.entries()) {
-      const d = m.message;
+      const message = m.message;
       // A message whose delete failed comes again: it was counted the first time.
       const fresh = !seenDone.has(m.messageId);
       seenDone.add(m.messageId);
+      if (message?.status === 'concurrency' && message.fleet_id === manifest.fleet_id) {
+        if (fresh) workerConcurrency(message.worker, message.concurrency);
+        await forget('done', () => queue.deleteDone(m.receiptHandle));
+        continue;
+      }
+      const d = message?.status === 'concurrency' ? undefined : message;
       const refused = !fresh
         ? undefined
         : !d
-          ? (m.problem ?? 'not a done message of this protocol')
+          ? message
+            ? `it names fleet ${message.fleet_id}, not ${manifest.fleet_id}`
+            : (m.problem ?? 'not a done message of this protocol')
           : d.fleet_id !== manifest.fleet_id
             ? `it names fleet ${d.fleet_id}, not ${manifest.fleet_id}`
             : !ids.has(d.job_id)
@@ -454,6 +483,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       }
       // Some workers died (an instance ended) while jobs wait that nobody takes: top the fleet up.
       if (live !== undefined && live > 0 && work.visible > 0 && live < Math.min(o.workers, ids.size - done.size)) await replaceWorkers(live);
+      else if (o.scale && live !== undefined && live > 0) await grow(live, work.visible, work.inFlight);
       if (watchdog.check(done.size)) return 'stale';
     }
     return undefined;
@@ -564,11 +594,58 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     };
   }
 
+  /** A worker's concurrency changed (or started): recorded, and its slots count for growth. */
+  function workerConcurrency(worker: string, c: { from: number; to: number; reason: string; detail?: string }): void {
+    reporters.set(worker, Date.now());
+    slots.set(worker, c.to);
+    events.add('concurrency', { worker, from: c.from, to: c.to, reason: c.reason, ...(c.detail !== undefined ? { detail: c.detail } : {}) });
+    if (c.reason !== 'start' && c.to < c.from) progress.note(`${worker} runs ${c.to} sample(s) at once instead of ${c.from}: ${c.reason.replace(/_/g, ' ')}${c.detail ? ` (${c.detail})` : ''}`);
+  }
+
+  /** Samples a live worker runs at once: the mean of the workers' latest reports, else the fleet's samples_per_worker. */
+  function slotsPerWorker(): number {
+    if (slots.size === 0) return manifest.samples_per_worker;
+    return [...slots.values()].reduce((a, b) => a + b, 0) / slots.size;
+  }
+
+  /** The backlog outgrows the live workers (`scaleUp`): launch more, within --max-workers and the launch budget. */
+  async function grow(live: number, backlog: number, busy: number): Promise<void> {
+    const decision = scaleUp({
+      backlog,
+      inFlight: busy,
+      liveWorkers: live,
+      slotsPerWorker: slotsPerWorker(),
+      waves: o.scale!.waves,
+      maxWorkers: o.scale!.maxWorkers,
+      budgetLeft: Math.max(0, launchBudget() - launched),
+    });
+    if (decision.launch <= 0 || Date.now() < growthPausedUntil) return;
+    let n: number;
+    try {
+      n = await o.launcher.start(decision.launch);
+    } catch (e) {
+      // The fleet runs on without growing: a refusal (an instance limit, a permission) for the
+      // rest of the run, anything else for GROWTH_PAUSE_MS.
+      growthPausedUntil = e instanceof ConfigError ? Infinity : Date.now() + GROWTH_PAUSE_MS;
+      events.add('warning', { kind: 'scale_failed', error: errorMessage(e), wanted: decision.launch });
+      progress.note(`the fleet could not grow by ${decision.launch} worker(s) (${oneLine(errorMessage(e))}); it goes on with ${live}${growthPausedUntil === Infinity ? '' : `, trying again in ${GROWTH_PAUSE_MS / 60_000} min`}`);
+      return;
+    }
+    if (n <= 0) return;
+    launched += n;
+    launchBase += n;
+    workerSeconds += (live * (Date.now() - workerStart)) / 1000;
+    workerStart = Date.now();
+    liveWorkers = live + n;
+    events.add('scale', { workers: o.launcher.names().slice(-n), from: live, to: live + n, backlog, in_flight: busy, reason: decision.reason });
+    progress.note(`fleet grows to ${live + n} worker(s) (${n} launched, ${launched} in all): ${decision.reason}`);
+  }
+
   /** Fewer workers than wanted (`live`, 0: none) while jobs remain: start replacements, within the launch budget; false when it is spent. */
   async function replaceWorkers(live = 0): Promise<boolean> {
     const left = ids.size - done.size;
-    if (launched >= launchBudget) return false;
-    const n = await o.launcher.start(Math.min(o.workers - live, left - live, launchBudget - launched));
+    if (launched >= launchBudget()) return false;
+    const n = await o.launcher.start(Math.min(o.workers - live, left - live, launchBudget() - launched));
     if (n <= 0) return false;
     launched += n;
     liveWorkers = live + n;
@@ -577,6 +654,11 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);
     return true;
   }
+}
+
+/** Worker-hours for the events log, to six decimals (a few milliseconds). */
+function roundHours(x: number): number {
+  return Math.round(x * 1e6) / 1e6;
 }
 
 /** A failure on one progress line: what failed and its last meaningful line (why). */

@@ -16,6 +16,12 @@ import type { Config } from '../config/config.js';
  * time: instance-hours = workers x wall time. Cost is that times the price per worker-hour (0 for
  * `local:` and `external` workers, which run on machines ct does not pay for and have no overhead
  * here).
+ *
+ * EC2 fleets start with the workers the backlog needs for one wave (at most --max-workers) and
+ * grow while busy workers cannot finish the queue in fleet.scale_waves waves (scaling.ts): the
+ * estimate is that first launch; `maxWorkers` says how far the fleet may grow (workers that slow
+ * down or die are replaced up to it). Workers that adapt their concurrency start at `perWorker`.
+ * A resumed fleet also shows what its earlier runs launched and ran (`soFar`, from its events log).
  */
 export interface FleetEstimate {
   fleetId: string;
@@ -42,6 +48,12 @@ export interface FleetEstimate {
   instanceHours: number;
   /** Where the price comes from (price table and its date, config, --price); absent for free workers. */
   priceSource?: string;
+  /** EC2: live workers the fleet may grow to as the backlog needs (--max-workers). */
+  maxWorkers?: number;
+  /** Workers adapt their samples at once from `perWorker`, up to this (fleet.max_concurrency); absent: fixed. */
+  adaptiveCeiling?: number;
+  /** What earlier runs of this fleet launched and ran (its events log), absent for a new fleet. */
+  soFar?: { launched: number; workerHours: number; cost: number };
 }
 
 /**
@@ -80,6 +92,10 @@ export function estimateFleet(o: {
   overhead?: WorkerOverhead;
   pricePerWorkerHour: number;
   priceSource?: string;
+  maxWorkers?: number;
+  adaptiveCeiling?: number;
+  /** Earlier runs of this fleet (readFleetUsage). */
+  soFar?: { launched: number; workerHours: number };
 }): FleetEstimate {
   const remaining = Math.max(0, o.jobs - o.done);
   const workers = remaining === 0 ? 0 : o.workers;
@@ -105,6 +121,9 @@ export function estimateFleet(o: {
     pricePerWorkerHour: o.pricePerWorkerHour,
     instanceHours,
     ...(o.priceSource ? { priceSource: o.priceSource } : {}),
+    ...(o.maxWorkers !== undefined && o.maxWorkers > workers && workers > 0 ? { maxWorkers: o.maxWorkers } : {}),
+    ...(o.adaptiveCeiling !== undefined && o.adaptiveCeiling > o.perWorker ? { adaptiveCeiling: o.adaptiveCeiling } : {}),
+    ...(o.soFar ? { soFar: { ...o.soFar, cost: o.soFar.workerHours * o.pricePerWorkerHour } } : {}),
   };
 }
 
@@ -112,12 +131,20 @@ export function formatEstimate(e: FleetEstimate, workersLabel: string): string {
   const mins = Math.ceil(e.seconds / 60);
   const lines = [
     `fleet ${e.fleetId}: ${e.jobs} job(s), ${e.done} already finished, ${e.remaining} to run`,
-    `workers: ${e.workers} (${workersLabel}), ${e.perWorker} sample(s) at once each`,
+    `workers: ${e.workers} (${workersLabel})${e.maxWorkers ? `, growing up to ${e.maxWorkers} as the backlog needs (fleet.scale_waves)` : ''}, ` +
+      `${e.perWorker} sample(s) at once each${e.adaptiveCeiling ? ` to start, adapting to each machine up to ${e.adaptiveCeiling} (fleet.max_concurrency)` : ''}`,
     `estimated time: ~${mins} min; estimated cost: $${e.cost.toFixed(2)}` +
       (e.pricePerWorkerHour === 0
         ? ' (workers on your own machines)'
         : ` (${e.instanceHours.toFixed(1)} instance-hours at $${e.pricePerWorkerHour}/worker-hour${e.priceSource ? `; ${e.priceSource}` : ''})`),
   ];
+  if (e.soFar) {
+    lines.push(
+      `so far: ${e.soFar.launched} worker(s) launched, ${e.soFar.workerHours.toFixed(1)} ${e.pricePerWorkerHour === 0 ? 'worker' : 'instance'}-hours` +
+        (e.pricePerWorkerHour === 0 ? '' : `, $${e.soFar.cost.toFixed(2)}`) +
+        ' (earlier runs of this fleet)',
+    );
+  }
   if (e.waves > 0) {
     // How the time is made up, and the settings that change it.
     const parts = [`${e.waves} wave(s) x ~${duration(e.secondsPerSample)} a sample (fleet.estimate_seconds_per_sample)`];
@@ -150,6 +177,9 @@ export function estimateJson(e: FleetEstimate): Record<string, unknown> {
     price_per_worker_hour: e.pricePerWorkerHour,
     cost: e.cost,
     ...(e.priceSource ? { price_source: e.priceSource } : {}),
+    ...(e.maxWorkers !== undefined ? { max_workers: e.maxWorkers } : {}),
+    ...(e.adaptiveCeiling !== undefined ? { max_concurrency: e.adaptiveCeiling } : {}),
+    ...(e.soFar ? { launched_so_far: e.soFar.launched, instance_hours_so_far: e.soFar.workerHours, cost_so_far: e.soFar.cost } : {}),
   };
 }
 

@@ -18,6 +18,8 @@ import { createRunPolicy } from '../control/protocols.js';
 import { SettingsCatalog } from '../tasks/environment-loader.js';
 import type { GitRunner } from '../tasks/git-runner.js';
 import type { Sample } from '../tasks/types.js';
+import { composeNeeds } from '../sandbox/docker/compose-resources.js';
+import { DEFAULT_SAMPLE_NEEDS, type SampleNeeds } from './adaptive-concurrency.js';
 import { firstLine } from './job-messages.js';
 import type { JobHandler } from './job-handler.js';
 import { fleetLogHeader, oneSampleLog } from './one-sample-log.js';
@@ -81,8 +83,10 @@ export async function evalJobHandler(o: EvalJobHandlerOptions): Promise<JobHandl
         signal: r.session.signal,
         prepareEnvironment: (item) => r.session.prepareEnvironment({ name: item.sample.env.id, composeFile: item.sample.env.composeFile }),
         onStart: r.onStart,
+        ...(r.onPhase ? { onPhase: r.onPhase } : {}),
         onResult: r.onResult,
       }),
+    needs: () => fleetNeeds(catalog, manifest),
     resultLog: (_item, sample) => oneSampleLog(sample, header),
     errorOf: (sample) => (sample.error ? firstLine(sample.error.message) : undefined),
   };
@@ -114,6 +118,31 @@ function applySetupEnv(file: string, log: (line: string) => void): void {
   const set = Object.keys(vars).filter((k) => process.env[k] === undefined);
   for (const k of set) process.env[k] = vars[k];
   log(`worker setup environment from ${file}: ${set.join(', ') || 'nothing new'}`);
+}
+
+/**
+ * The most one job of the fleet needs: over its environments, the largest memory and CPUs their
+ * compose files' resource limits state (compose-resources.ts), each else the default.
+ */
+function fleetNeeds(catalog: SettingsCatalog, manifest: Manifest): SampleNeeds | undefined {
+  let memoryBytes = 0;
+  let cpus = 0;
+  const seen = new Set<string>();
+  for (const job of manifest.jobs) {
+    const name = `${job.setting}:${job.env}`;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    let stated;
+    try {
+      stated = composeNeeds(catalog.resolve(name).composeFile);
+    } catch {
+      continue; // the job fails when it runs, with the reason
+    }
+    memoryBytes = Math.max(memoryBytes, stated.memoryBytes ?? 0);
+    cpus = Math.max(cpus, stated.cpus ?? 0);
+  }
+  if (memoryBytes === 0 && cpus === 0) return undefined;
+  return { memoryBytes: memoryBytes || DEFAULT_SAMPLE_NEEDS.memoryBytes, cpus: cpus || DEFAULT_SAMPLE_NEEDS.cpus };
 }
 
 /** The job's sample from the settings the manifest pins. */

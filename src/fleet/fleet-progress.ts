@@ -14,6 +14,10 @@ export interface FleetCounts {
   workers: number | undefined;
   /** USD so far. */
   cost: number;
+  /** Workers started so far, dead and replaced ones included (EC2; absent: not shown). */
+  launched?: number;
+  /** Worker instance-hours so far (EC2; absent: not shown). */
+  workerHours?: number;
 }
 
 export interface FleetProgress {
@@ -36,7 +40,8 @@ function fields(c: FleetCounts, started: number) {
   return {
     failed: c.failed,
     inFlight: c.inFlight,
-    workers: c.workers === undefined ? '?' : String(c.workers),
+    workers: (c.workers === undefined ? '?' : String(c.workers)) + (c.launched !== undefined && c.launched !== c.workers ? ` (launched ${c.launched})` : ''),
+    hours: c.workerHours !== undefined ? `${c.workerHours.toFixed(1)} instance-h` : '',
     elapsed: elapsed(started),
     cost: `$${c.cost.toFixed(2)}`,
   };
@@ -58,7 +63,7 @@ class LineFleetProgress implements FleetProgress {
     if (key === this.last && Date.now() - this.lastAt < this.heartbeatMs) return;
     this.last = key;
     this.lastAt = Date.now();
-    this.out.write(`[${c.done}/${c.total}] done ${c.done}, failed ${f.failed}, in flight ${f.inFlight}, workers ${f.workers}, elapsed ${f.elapsed}, cost ${f.cost}\n`);
+    this.out.write(`[${c.done}/${c.total}] done ${c.done}, failed ${f.failed}, in flight ${f.inFlight}, workers ${f.workers}${f.hours ? `, ${f.hours}` : ''}, elapsed ${f.elapsed}, cost ${f.cost}\n`);
   }
 
   note(text: string): void {
@@ -79,7 +84,7 @@ class BarFleetProgress implements FleetProgress {
       this.bar = new cliProgress.SingleBar(
         {
           stream: this.out,
-          format: '{bar} {value}/{total} | failed {failed} | in flight {inFlight} | workers {workers} | {elapsed} | {cost}',
+          format: `{bar} {value}/{total} | failed {failed} | in flight {inFlight} | workers {workers}${c.workerHours !== undefined ? ' | {hours}' : ''} | {elapsed} | {cost}`,
           hideCursor: true,
           clearOnComplete: false,
         },

@@ -10,6 +10,7 @@ import type { RunSession } from '../eval/run-session.js';
 import type { EvalSample } from '../log/types.js';
 import type { Lease } from './lease.js';
 import type { AnyJob, ParsedJobMessage } from './protocol.js';
+import type { SampleNeeds } from './adaptive-concurrency.js';
 import type { Delivery } from './types.js';
 
 /** What the worker keeps of a job while it runs, around the handler's own part `P`. */
@@ -20,6 +21,8 @@ export interface JobFields {
   lease: Lease;
   /** Queued again as a fresh message (spot interruption): its result is not kept. */
   requeued?: boolean;
+  /** The sample's phase (eval jobs), so a failure while its sandbox started is told apart. */
+  phase?: string;
 }
 
 /** A running job: the handler's work item and the worker's fields. */
@@ -28,11 +31,13 @@ export type JobItem<P> = P & JobFields;
 export interface JobRunOptions<P> {
   /** The jobs, as the work queue delivers them (already resolved). */
   work: AsyncIterable<JobItem<P>>;
-  /** Jobs at once. */
+  /** Jobs at once at most (the pool's slots; the work source holds them to the worker's current concurrency). */
   concurrency: number;
   /** Its `signal` stops running jobs; `provider` exists when the handler named a sandbox. */
   session: RunSession;
   onStart: (item: JobItem<P>) => void;
+  /** A job's sample entered a phase (handlers that run samples in sandboxes). */
+  onPhase?: (item: JobItem<P>, phase: string) => void;
   /** Each finished job's sample and how it ended (`no-result`: the attempt failed). */
   onResult: (item: JobItem<P>, sample: EvalSample, end: SampleEnd, reason?: string) => Promise<void>;
 }
@@ -51,6 +56,8 @@ export interface JobHandler<P> {
   resultLog(item: JobItem<P>, sample: EvalSample): Promise<Uint8Array>;
   /** Why the result counts as an error result (marked, retried by a rerun), or undefined. */
   errorOf(sample: EvalSample): string | undefined;
+  /** What one job needs of the machine, when its environments say (the largest among the fleet's); absent: the default. */
+  needs?(): SampleNeeds | undefined;
   /** Removes what the handler made (temporary files) when the worker stops. */
   close?(): Promise<void>;
 }

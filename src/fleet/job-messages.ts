@@ -7,7 +7,7 @@
  * so a forced stop can release them all.
  */
 import { errorMessage } from '../errors.js';
-import { MAX_HISTORY, MAX_HISTORY_ERROR, PROTOCOL_VERSION, REJECTED_EXCERPT_CHARS, type AttemptRecord, type DoneMessage, type ParsedJobMessage, type RejectedMessage } from './protocol.js';
+import { MAX_HISTORY, MAX_HISTORY_ERROR, PROTOCOL_VERSION, REJECTED_EXCERPT_CHARS, type AttemptRecord, type ConcurrencyReport, type JobDoneMessage, type ParsedJobMessage, type RejectedMessage } from './protocol.js';
 import type { Delivery, JobQueue } from './types.js';
 
 /** Longest wait before a failed job is offered again (seconds). */
@@ -57,7 +57,7 @@ export class JobMessages {
   }
 
   /** A report on the done queue (never fails the job: a lost report only delays the controller's count). */
-  async report(d: Pick<DoneMessage, 'job_id' | 'status' | 'error' | 'attempt' | 'seconds' | 'reason'>): Promise<void> {
+  async report(d: Pick<JobDoneMessage, 'job_id' | 'status' | 'error' | 'attempt' | 'seconds' | 'reason'>): Promise<void> {
     await this.o.queue
       .sendDone({
         version: PROTOCOL_VERSION,
@@ -68,6 +68,13 @@ export class JobMessages {
         ...(d.error !== undefined ? { error: d.error.slice(0, MAX_ERROR_CHARS) } : {}),
       })
       .catch((e) => this.o.log(`job ${d.job_id}: could not send its ${d.status} report: ${errorMessage(e)}`));
+  }
+
+  /** How many samples this worker runs at once changed (or started): told to the controller, which records it; a lost report is only a missing event. */
+  async reportConcurrency(c: ConcurrencyReport['concurrency']): Promise<void> {
+    await this.o.queue
+      .sendDone({ version: PROTOCOL_VERSION, fleet_id: this.o.fleetId, status: 'concurrency', worker: this.o.workerName, concurrency: { ...c, ...(c.detail !== undefined ? { detail: c.detail.slice(0, 500) } : {}) } })
+      .catch((e) => this.o.log(`could not report its concurrency (${c.from} -> ${c.to}): ${errorMessage(e)}`));
   }
 
   /**

@@ -40,8 +40,8 @@ export function parseWorkersSpec(value: string): WorkersSpec {
 }
 
 /**
- * Local worker processes per CPU at most. Each worker already runs `--max-samples` samples at
- * once (fleet.samples_per_worker); past a few processes per CPU, more of them add memory and
+ * Local worker processes per CPU at most. Each worker already runs several samples at once
+ * (`--max-samples`, else its adaptive share of this machine); past a few processes per CPU, more of them add memory and
  * Docker load on this one machine, not throughput.
  */
 export const LOCAL_WORKERS_PER_CPU = 4;
@@ -52,7 +52,11 @@ export const WORKER_LIMITS_HELP =
   '  --workers local:N starts exactly N worker processes here. N above --max-workers (fleet.max_workers,\n' +
   `  CT_FLEET_MAX_WORKERS) or above ${LOCAL_WORKERS_PER_CPU} per CPU of this machine is refused (exit 2), never cut down:\n` +
   '  raise --max-workers, or --max-samples (samples each worker runs at once), or run workers on other\n' +
-  '  machines (--workers external, --ec2). EC2 workers: as many as the backlog needs, at most --max-workers.\n';
+  '  machines (--workers external, --ec2). EC2 workers: as many as the backlog needs for one wave at\n' +
+  '  first, then more while busy workers cannot finish the queue in fleet.scale_waves waves\n' +
+  '  (CT_FLEET_SCALE_WAVES, 2), at most --max-workers. Each worker adapts its samples at once to its\n' +
+  '  machine (up to fleet.max_concurrency, CT_FLEET_MAX_CONCURRENCY, 32) unless --concurrency or\n' +
+  '  --max-samples fix it, and leaves after fleet.idle_minutes (CT_FLEET_IDLE_MINUTES, 10) without a job.\n';
 
 export interface WorkerLimits {
   /** The run's limit: --max-workers, else fleet.max_workers. */
@@ -116,7 +120,8 @@ const CT_BIN = fileURLToPath(new URL('../../../bin/ct.js', import.meta.url));
 export interface LocalLauncherOptions {
   fleetId: string;
   region: string;
-  concurrency: number;
+  /** Samples each worker runs at once, fixed (`--concurrency`); absent: each starts from the manifest's samples_per_worker and adapts. */
+  concurrency?: number;
   /** Workers run here (relative policy paths and settings resolve as for the controller). */
   cwd: string;
   /** The controller's environment: AWS settings, API keys and CT_* reach workers this way only (no SSM). */
@@ -150,7 +155,7 @@ export class LocalLauncher implements FleetLauncher {
       const name = `local-${n}`;
       const logFile = join(this.o.logDir, `worker-${n}.log`);
       const fd = openSync(logFile, 'a');
-      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env', exitWithParent: true, ...(this.o.waitForFleetSeconds ? { waitForFleetSeconds: this.o.waitForFleetSeconds } : {}) })], {
+      const child = spawn(process.execPath, [CT_BIN, ...workerCommandLine(this.o.fleetId, this.o.region, { ...(this.o.concurrency !== undefined ? { concurrency: this.o.concurrency } : {}), secrets: 'env', exitWithParent: true, ...(this.o.waitForFleetSeconds ? { waitForFleetSeconds: this.o.waitForFleetSeconds } : {}) })], {
         cwd: this.o.cwd,
         env: { ...this.o.env, CT_WORKER_NAME: name },
         stdio: ['pipe', fd, fd],
@@ -221,7 +226,7 @@ export class LocalLauncher implements FleetLauncher {
   }
 
   workerCommand(): string {
-    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, { concurrency: this.o.concurrency, secrets: 'env' }).join(' ')}`;
+    return `ct ${workerCommandLine(this.o.fleetId, this.o.region, { ...(this.o.concurrency !== undefined ? { concurrency: this.o.concurrency } : {}), secrets: 'env' }).join(' ')}`;
   }
 }
 

@@ -106,8 +106,10 @@ export const manifestSchema = z.object({
   model: z.string().optional(),
   /** Sample options (limits and timeouts) as the controller resolved them. */
   sample_options: sampleOptionsSchema,
-  /** Samples a worker runs at once. */
+  /** Samples a worker starts with (it adapts to its machine, up to fleet.max_concurrency, unless `concurrency_fixed`). */
   samples_per_worker: z.number().int().min(1),
+  /** The user gave samples_per_worker (`--concurrency`, `--max-samples`): workers run exactly that many, never adapting. */
+  concurrency_fixed: z.literal(true).optional(),
   /** Attempts of one job (failures reported, or silent deaths; hand-backs not counted) before it is dead-lettered (fleet.max_receive_count). */
   max_attempts: z.number().int().min(1).default(3),
   /** The code workers run: a commit (clean checkout) or tree SHA (dirty one), and its archive's key in the bucket. */
@@ -377,8 +379,8 @@ export const errorMarkerSchema = z.object({
 });
 export type ErrorMarker = z.infer<typeof errorMarkerSchema>;
 
-/** The done queue's message body: a job's result is in S3 (or the job failed for good). */
-export const doneMessageSchema = z.object({
+/** A done message about a job: its result is in S3, or the attempt failed, was handed back or dropped. */
+export const jobDoneMessageSchema = z.object({
   version: z.literal(PROTOCOL_VERSION),
   fleet_id: z.string().min(1),
   job_id: z.string().min(1),
@@ -400,7 +402,34 @@ export const doneMessageSchema = z.object({
   worker: z.string(),
   seconds: z.number().min(0),
 });
-export type DoneMessage = z.infer<typeof doneMessageSchema>;
+export type JobDoneMessage = z.infer<typeof jobDoneMessageSchema>;
+
+/** Why a worker's concurrency changed (`start`: the value it started with). */
+export const CONCURRENCY_REASONS = ['start', 'clean_finish', 'sandbox_start_failed', 'oom_killed', 'memory_pressure'] as const;
+
+/**
+ * A done message about the worker itself (`concurrency`): how many samples it runs at once
+ * changed (or, `start`, what it started with), and why. The controller records it in the
+ * fleet's events.jsonl and sizes its growth by the workers' latest values.
+ */
+export const concurrencyReportSchema = z.object({
+  version: z.literal(PROTOCOL_VERSION),
+  fleet_id: z.string().min(1),
+  status: z.literal('concurrency'),
+  worker: z.string(),
+  concurrency: z.object({
+    from: z.number().int().min(1),
+    to: z.number().int().min(1),
+    reason: z.enum(CONCURRENCY_REASONS),
+    /** What the worker measured (memory, load), one line. */
+    detail: z.string().max(500).optional(),
+  }),
+});
+export type ConcurrencyReport = z.infer<typeof concurrencyReportSchema>;
+
+/** The done queue's message body: about a job (`jobDoneMessageSchema`) or about the worker (`concurrencyReportSchema`). */
+export const doneMessageSchema = z.discriminatedUnion('status', [jobDoneMessageSchema, concurrencyReportSchema]);
+export type DoneMessage = JobDoneMessage | ConcurrencyReport;
 
 /** The object key of a code or extra-src artifact. */
 export function artifactKey(sha: string): string {

@@ -15,6 +15,11 @@
  *   ledger (`protocol.ts`); a message of a superseded generation is dropped by the worker unrun.
  * - worker: one process taking jobs (`ct fleet worker`): on an EC2 instance, on this machine
  *   (`local:N`), or on the user's own machines (`external`).
+ * - slot, concurrency: a worker runs each job in a slot; a slot takes the next job as soon as its
+ *   own ends. Its concurrency (slots in use at most) adapts to its machine unless the user fixed
+ *   it (`adaptive-concurrency.ts`); it reports each change on the done queue.
+ * - growth: an EC2 fleet launches more workers while its queue outgrows its busy workers
+ *   (`scaling.ts`); a worker without a job for fleet.idle_minutes leaves on its own.
  * - controller: the user's `ct run eval --fleet` process: writes the manifest, creates the queues,
  *   enqueues jobs, starts workers through a launcher, tracks done messages, merges the results.
  * - launcher: what starts and stops workers (`WorkerLauncher`): local processes, nothing

@@ -34,8 +34,8 @@ export interface UserDataOptions {
   bucket: string;
   /** `artifacts/{sha}.tar.gz` in the bucket. */
   artifactKey: string;
-  /** Samples the worker runs at once. */
-  concurrency: number;
+  /** Samples the worker runs at once, fixed (`ct fleet worker --concurrency`); absent: it starts from the manifest's samples_per_worker and adapts. */
+  concurrency?: number;
   /** The dead-man switch, in minutes from boot. */
   deadmanMinutes: number;
   /** SSM parameters with the registry login (fleet.docker_org_name_parameter / _pat_parameter). */
@@ -57,7 +57,7 @@ FLEET_ID=${q(o.fleetId)}
 REGION=${q(o.region)}
 BUCKET=${q(o.bucket)}
 ARTIFACT_KEY=${q(o.artifactKey)}
-CONCURRENCY=${o.concurrency}
+CONCURRENCY=${o.concurrency ?? ''}
 DEADMAN_MINUTES=${o.deadmanMinutes}
 DOCKER_NAME_PARAM=${q(o.dockerNameParameter)}
 DOCKER_PAT_PARAM=${q(o.dockerPatParameter)}
@@ -141,7 +141,7 @@ upload_log
 
 log "worker: start"
 start=$(date +%s)
-(cd "$CT_DIR" && CT_WORKER_NAME="$INSTANCE_ID" CT_FLEET_WORKER_SETUP_ENV="$ROOT/opt/linuxbench-worker-setup.env" node bin/ct.js fleet worker --fleet "$FLEET_ID" --region "$REGION" --concurrency "$CONCURRENCY" --spot-watch) >>"$LOG" 2>&1
+(cd "$CT_DIR" && CT_WORKER_NAME="$INSTANCE_ID" CT_FLEET_WORKER_SETUP_ENV="$ROOT/opt/linuxbench-worker-setup.env" node bin/ct.js fleet worker --fleet "$FLEET_ID" --region "$REGION" \${CONCURRENCY:+--concurrency "$CONCURRENCY"} --spot-watch) >>"$LOG" 2>&1
 rc=$?
 log "worker: exited $rc after $(( $(date +%s) - start ))s"
 finish "worker done" 0

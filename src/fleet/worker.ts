@@ -14,6 +14,12 @@
  *   hung job still reaches another worker.
  * - It asks for at most as many messages as it has free slots, and never aborts a receive (an
  *   aborted long poll loses the messages it was about to return): to stop, it stops starting them.
+ *   A slot takes the next job as soon as its own ends, whatever the other slots still run.
+ * - How many samples it runs at once adapts (`adaptive-concurrency.ts`): from the manifest's
+ *   samples_per_worker cut to this machine, one more after each clean finish with every slot busy
+ *   (while memory and CPUs allow, up to fleet.max_concurrency), halved after a sandbox start
+ *   failure or a memory kill, a quarter less under memory pressure. `--concurrency N` fixes it at
+ *   N. Each change is logged and reported on the done queue (the controller records it).
  * - Attempts are counted by ct (protocol.ts: the message's `attempts` + SQS's receive count). An
  *   attempt that ended without a result (`sampleEnd` = no-result: the sandbox would not start, the
  *   policy threw) is recorded in the job's history and offered again after `retry_delay` x
@@ -38,7 +44,8 @@
  *   with the error and the jobs stay queued for workers that can.
  * - It stops with 0 when the work is done: its queue is gone (the controller finished), or
  *   `idle_polls` polls in a row found nothing while nothing ran and the queue held nothing,
- *   visible or in flight.
+ *   visible or in flight; and when it has had no job for fleet.idle_minutes while the fleet goes
+ *   on (another worker's long job): an EC2 worker's instance then shuts down and terminates.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -50,6 +57,7 @@ import { CloudError, ConfigError, errorMessage, type SampleEnd } from '../errors
 import { RunSession } from '../eval/run-session.js';
 import type { EvalSample } from '../log/types.js';
 import type { GitRunner } from '../tasks/git-runner.js';
+import { AdaptiveConcurrency, DEFAULT_SAMPLE_NEEDS, sampleVerdict, systemProbes, type ConcurrencyChange, type MachineProbes } from './adaptive-concurrency.js';
 import { evalJobHandler } from './eval-job-handler.js';
 import { JobSource } from './job-source.js';
 import type { JobHandler, JobItem } from './job-handler.js';
@@ -62,8 +70,10 @@ export interface WorkerOptions {
   queue: JobQueue;
   store: ResultStore;
   config: Config;
-  /** Jobs run at once (default: the manifest's samples_per_worker). */
+  /** Jobs run at once, fixed (`--concurrency`); default: the manifest's samples_per_worker as the start, adapted to the machine. */
   concurrency?: number;
+  /** The machine as the concurrency rule reads it (default: this one's /proc and cgroup files, Date.now). */
+  probes?: MachineProbes;
   /** Named in done messages and logs. */
   workerName: string;
   /** ct's version, for the logs' `packages`. */
@@ -90,8 +100,14 @@ export interface WorkerOptions {
   waitForFleetSeconds?: number;
 }
 
-/** Why the worker stopped: `done` (queue drained), `fleet-gone` (queues deleted), `stopped` (signal), `preempted` (spot notice). */
-export type WorkerStop = 'done' | 'fleet-gone' | 'stopped' | 'preempted';
+/**
+ * Why the worker stopped: `done` (queue drained), `fleet-gone` (queues deleted), `idle` (no job
+ * for fleet.idle_minutes while the fleet goes on), `stopped` (signal), `preempted` (spot notice).
+ */
+export type WorkerStop = 'done' | 'fleet-gone' | 'idle' | 'stopped' | 'preempted';
+
+/** How often a worker looks at its machine for memory pressure (10 s). */
+const PRESSURE_CHECK_MS = 10_000;
 
 /**
  * What became of one received message:
@@ -136,7 +152,19 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
     throw e;
   }
-  const concurrency = o.concurrency ?? manifest.samples_per_worker;
+  const probes = o.probes ?? systemProbes();
+  // Fixed: the worker's --concurrency, the run's explicit one (`concurrency_fixed`), or a monitor
+  // fleet's (its model connections, not the machine, bound it).
+  const fixed = o.concurrency !== undefined || isMonitorManifest(manifest) || manifest.concurrency_fixed === true;
+  const concurrency = new AdaptiveConcurrency({
+    requested: o.concurrency ?? manifest.samples_per_worker,
+    ceiling: config.fleet.max_concurrency,
+    fixed,
+    needs: handler.needs?.() ?? DEFAULT_SAMPLE_NEEDS,
+    probes,
+  });
+  // The pool's slots: what the concurrency may ever reach; the job source holds them to its current value.
+  const slots = fixed ? concurrency.current : Math.max(concurrency.current, config.fleet.max_concurrency);
   const maxAttempts = manifest.max_attempts;
   const session = await RunSession.open({ config, ...(handler.sandbox ? { sandbox: handler.sandbox } : {}), importRoots, note: o.log, handleSignals: o.handleSignals ?? true });
   o.stop?.addEventListener('abort', () => session.stop(), { once: true });
@@ -145,7 +173,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   let preempted = false;
   const removeHook = session.onForcedStop(() => messages.releaseAll());
   o.log(
-    `worker ${o.workerName} (pid ${process.pid}): ${isMonitorManifest(manifest) ? 'monitor ' : ''}fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency} at once` +
+    `worker ${o.workerName} (pid ${process.pid}): ${isMonitorManifest(manifest) ? 'monitor ' : ''}fleet ${manifest.fleet_id}, ${manifest.jobs.length} job(s) in the run, ${concurrency.started} at once` +
       (handler.sandbox ? `, sandbox run ${session.runId}` : ''),
   );
 
@@ -280,33 +308,54 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
   };
   o.parentGone?.addEventListener('abort', parentGone, { once: true });
 
+  await messages.reportConcurrency({ from: o.concurrency ?? manifest.samples_per_worker, to: concurrency.current, reason: 'start', detail: concurrency.started });
+  /** A change of the concurrency: logged, told to the controller, and the job source looks again. */
+  const adapt = (change: ConcurrencyChange | undefined) => {
+    if (!change) return;
+    o.log(`concurrency ${change.from} -> ${change.to}: ${change.reason.replace(/_/g, ' ')} (${change.detail})`);
+    void messages.reportConcurrency({ from: change.from, to: change.to, reason: change.reason, detail: change.detail });
+    source.wake();
+  };
+
   const source = new JobSource<Item>({
     queue,
-    concurrency,
+    concurrency: () => concurrency.current,
     running: () => runningItems.size,
     pollSeconds: config.fleet.poll_seconds,
     idlePolls: config.fleet.idle_polls,
+    idleMs: config.fleet.idle_minutes * 60_000,
+    now: probes.now,
     stopped: () => session.signal.aborted || session.stopping.aborted,
     signal: session.signal,
     take,
     handBack: (ds) => messages.handBack(ds, preempted ? 'spot' : 'stopping'),
     log: o.log,
   });
+  const pressureWatch = setInterval(() => adapt(concurrency.check()), PRESSURE_CHECK_MS);
+  pressureWatch.unref();
   try {
     await handler.run({
       work: source,
-      concurrency,
+      concurrency: slots,
       session,
       onStart: (item) => runningItems.add(item),
+      onPhase: (item, phase) => {
+        item.phase = phase;
+      },
       onResult: async (item, sample, end, reason) => {
+        const saturated = runningItems.size >= concurrency.current;
         try {
           await finish(item, sample, end, reason);
         } finally {
           runningItems.delete(item);
+          // Samples cut short by a stop or a spot hand-back say nothing of the machine.
+          if (end !== 'cancelled' && !item.requeued && !session.signal.aborted) adapt(concurrency.sampleEnded(sampleVerdict({ end, ...(reason !== undefined ? { reason } : {}), ...(item.phase !== undefined ? { phase: item.phase } : {}) }), saturated));
+          source.wake();
         }
       },
     });
   } finally {
+    clearInterval(pressureWatch);
     clearInterval(spotWatch);
     clearTimeout(handbackTimer);
     o.parentGone?.removeEventListener('abort', parentGone);
@@ -315,7 +364,7 @@ export async function runWorker(o: WorkerOptions): Promise<WorkerResult> {
     await handler.close?.().catch(() => {});
     await rm(extraRoots.dir, { recursive: true, force: true }).catch(() => {});
   }
-  let stop: WorkerStop = source.end === 'fleet-gone' ? 'fleet-gone' : 'done';
+  let stop: WorkerStop = source.end === 'fleet-gone' ? 'fleet-gone' : source.end === 'idle' ? 'idle' : 'done';
   if (preempted) stop = 'preempted';
   else if (session.signal.aborted) stop = 'stopped';
   o.log(

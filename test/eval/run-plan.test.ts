@@ -66,6 +66,14 @@ describe('compileRun', () => {
     assert.equal(compileRun(config(), flags({ fleet: true, workers: 'external', retryErrors: false })).fleet!.retryErrors, false);
   });
 
+  test('a per-worker count the user gave (--concurrency, --max-samples) is fixed; a default is where adaptive workers start', () => {
+    assert.equal(compileRun(config(), flags({ ec2: true, concurrency: 4 })).fleet!.fixedPerWorker, true);
+    assert.equal(compileRun(config(), flags({ ec2: true })).fleet!.fixedPerWorker, false);
+    assert.equal(compileRun(config(), flags({ fleet: true, workers: 'local:2', maxSamples: 5 })).fleet!.fixedPerWorker, true);
+    assert.equal(compileRun(config(), flags({ fleet: true, workers: 'local:2' })).fleet!.fixedPerWorker, false);
+    assert.equal(compileRun(config({ CT_FLEET_SAMPLES_PER_WORKER: '7' }), flags({ fleet: true, workers: 'external' })).fleet!.fixedPerWorker, false);
+  });
+
   test('flags that do not go together are refused (exit 2)', () => {
     const bad: Array<[Partial<RunFlags>, RegExp]> = [
       [{ workers: 'local:2' }, /--workers only apply to fleet runs/],

@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { inspectFleet, runFleet, type RunFleetOptions } from '../../src/fleet/controller.js';
+import { ConfigError } from '../../src/errors.js';
 import { FleetEventsLog } from '../../src/fleet/events-log.js';
+import type { FleetCounts } from '../../src/fleet/fleet-progress.js';
 import type { FleetLauncher } from '../../src/fleet/launcher.js';
 import { MemoryJobQueue } from '../../src/fleet/memory-job-queue.js';
 import { MemoryBucket, MemoryResultStore } from '../../src/fleet/memory-result-store.js';
@@ -198,4 +200,135 @@ describe('fleet controller (in-memory queue and store)', () => {
     await store.putManifest(m);
     await assert.rejects(inspectFleet(store, manifest('memfleet3', 3)), /describes other jobs than this run; start a new fleet with --new-fleet/);
   });
+  test('an EC2 fleet grows while its busy workers cannot finish the backlog in fleet.scale_waves waves; a worker\'s concurrency change reaches events.jsonl', async () => {
+    const sqs = new MemorySqs();
+    const bucket = new MemoryBucket();
+    const m = manifest('memfleet4', 40);
+    const queue = new MemoryJobQueue(sqs, m.fleet_id, 'lb-fleet-');
+    const store = new MemoryResultStore(bucket, m.fleet_id);
+    const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
+    dirs.push(logDir);
+    const launcher = slotLauncher(queue, store, m, { slots: 2, jobMs: 80 });
+    const notes: string[] = [];
+    const counts: FleetCounts[] = [];
+    const r = await runFleet({
+      ...options({ queue, store, manifest: m, state: await inspectFleet(store, m), launcher }, logDir),
+      workers: 1,
+      scale: { maxWorkers: 4, waves: 2 },
+      pricePerWorkerHour: 0.5,
+      progress: { update: (c) => counts.push(c), note: (t) => notes.push(t), stop() {} },
+    });
+    assert.equal(r.end, 'complete');
+    assert.equal(r.merge!.rows.length, 40);
+    assert.equal(launcher.started, 4, 'grown from 1 to --max-workers 4, never past it');
+    const events = readFileSync(join(logDir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const scale = events.filter((e) => e.event === 'scale');
+    assert.ok(scale.length >= 1, 'a scale event');
+    assert.equal(scale[0]!.from, 1);
+    assert.match(String(scale[0]!.reason), /job\(s\) queued, more than 1 busy worker\(s\) x 2 slot\(s\) finish in 2 wave\(s\)/);
+    assert.ok(notes.some((n) => /^fleet grows to \d worker\(s\)/.test(n)), 'a progress note');
+    const conc = events.filter((e) => e.event === 'concurrency');
+    assert.ok(conc.some((e) => e.reason === 'start' && e.worker === 'ec2-1' && e.to === 2));
+    assert.deepEqual(
+      conc.filter((e) => e.reason === 'oom_killed').map((e) => [e.worker, e.from, e.to]),
+      [['ec2-1', 2, 1]],
+      'the worker reported halving after a memory kill',
+    );
+    assert.ok(notes.some((n) => n.startsWith('ec2-1 runs 1 sample(s) at once instead of 2: oom killed')));
+    const last = counts[counts.length - 1]!;
+    assert.equal(last.launched, 4, 'the progress line shows the launches');
+    assert.ok(last.workerHours !== undefined && last.workerHours > 0, 'and the instance-hours so far');
+    assert.ok(r.workerHours > 0);
+    const teardown = events.find((e) => e.event === 'teardown')!;
+    assert.equal(teardown.launched, 4, 'the record a resumed fleet\'s estimate reads');
+    assert.ok(Number(teardown.worker_hours) > 0);
+  });
+
+  test('a growth EC2 refuses (an instance limit) is a warning: the fleet finishes with the workers it has', async () => {
+    const sqs = new MemorySqs();
+    const m = manifest('memfleet5', 16);
+    const queue = new MemoryJobQueue(sqs, m.fleet_id, 'lb-fleet-');
+    const store = new MemoryResultStore(new MemoryBucket(), m.fleet_id);
+    const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
+    dirs.push(logDir);
+    const launcher = slotLauncher(queue, store, m, { slots: 2, jobMs: 30, refuseAfter: 1 });
+    const notes: string[] = [];
+    const r = await runFleet({
+      ...options({ queue, store, manifest: m, state: await inspectFleet(store, m), launcher }, logDir),
+      workers: 1,
+      scale: { maxWorkers: 4, waves: 2 },
+      progress: { update() {}, note: (t) => notes.push(t), stop() {} },
+    });
+    assert.equal(r.end, 'complete');
+    assert.equal(launcher.started, 1);
+    const events = readFileSync(join(logDir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8');
+    assert.equal((events.match(/"kind":"scale_failed"/g) ?? []).length, 1, 'tried once: a refusal holds for the rest of the run');
+    assert.ok(notes.some((n) => /^the fleet could not grow by \d worker\(s\) \(EC2 refused the launch .*\); it goes on with 1$/.test(n)), notes.join('\n'));
+  });
 });
+
+/**
+ * An `ec2` launcher whose "workers" run here: each reports its starting concurrency, runs up to
+ * `slots` jobs at once (each `jobMs`), and the first reports one memory kill (2 -> 1) after its
+ * first job. They leave when the queue is gone.
+ */
+function slotLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manifest, o: { slots: number; jobMs: number; refuseAfter?: number }): FleetLauncher & { started: number } {
+  let running = 0;
+  let calls = 0;
+  const header = fleetLogHeader(m, 'test');
+  const l = {
+    kind: 'ec2' as const,
+    started: 0,
+    async start(n: number) {
+      if (o.refuseAfter !== undefined && ++calls > o.refuseAfter) throw new ConfigError('EC2 refused the launch (VcpuLimitExceeded: limit reached)');
+      for (let i = 0; i < n; i++) {
+        const name = `ec2-${++l.started}`;
+        running++;
+        void (async () => {
+          let slots = o.slots;
+          const report = (from: number, to: number, reason: 'start' | 'oom_killed') =>
+            queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, status: 'concurrency', worker: name, concurrency: { from, to, reason } });
+          await report(o.slots, o.slots, 'start');
+          let busy = 0;
+          let finished = 0;
+          for (;;) {
+            if (!(await queue.exists())) break;
+            if (busy >= slots) {
+              await new Promise((r) => setTimeout(r, 5));
+              continue;
+            }
+            const got = await queue.receive({ max: slots - busy, waitSeconds: 0 }).catch(() => []);
+            if (got.length === 0) {
+              await new Promise((r) => setTimeout(r, 10));
+              continue;
+            }
+            for (const d of got) {
+              busy++;
+              void (async () => {
+                await new Promise((r) => setTimeout(r, o.jobMs));
+                const job = d.message!.job as Job;
+                await store.putResult(job.job_id, await oneSampleLog(sample(job), header));
+                await queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, job_id: job.job_id, status: 'ok', attempt: d.receiveCount, worker: name, seconds: 0 });
+                await queue.delete(d.receiptHandle).catch(() => {});
+                busy--;
+                if (++finished === 1 && name === 'ec2-1') {
+                  slots = 1;
+                  await report(2, 1, 'oom_killed');
+                }
+              })();
+            }
+          }
+          running--;
+        })();
+      }
+      return n;
+    },
+    async alive() {
+      return running;
+    },
+    async stopAll() {},
+    names: () => Array.from({ length: l.started }, (_, i) => `ec2-${i + 1}`),
+    workerCommand: () => 'ct fleet worker --fleet x',
+  };
+  return l;
+}

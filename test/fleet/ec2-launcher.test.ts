@@ -131,6 +131,8 @@ test('workers answer metadata with session tokens only and a hop limit of 1, so 
   const asked = proxy.runInstances[0]!;
   assert.equal(asked.get('MetadataOptions.HttpTokens'), 'required');
   assert.equal(asked.get('MetadataOptions.HttpPutResponseHopLimit'), '1');
+  // The user-data halts the instance when its worker exits (done, idle for fleet.idle_minutes): halting ends it.
+  assert.equal(asked.get('InstanceInitiatedShutdownBehavior'), 'terminate');
   const r = await ec2.send(new DescribeInstancesCommand({ InstanceIds: launcher.names() }));
   const [inst] = (r.Reservations ?? []).flatMap((x) => x.Instances ?? []);
   assert.equal(inst?.MetadataOptions?.HttpTokens, 'required');

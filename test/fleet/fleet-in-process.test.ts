@@ -6,6 +6,8 @@
  * stopped politely hands its jobs back for free; every job's sandbox starts once per attempt.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { inspectFleet, runFleet } from '../../src/fleet/controller.js';
 import { MemoryJobQueue } from '../../src/fleet/memory-job-queue.js';
@@ -46,6 +48,11 @@ describe('controller and workers in one process (memory twins, local sandbox, in
     const lostId = lost.message!.job.job_id;
     assert.ok(workers.starts().some((l) => l.includes(`job ${lostId} started`) && /\(attempt 2 of 3\)/.test(l)), 'the silent death counted as an attempt');
     assert.equal(workers.starts().filter((l) => /\(attempt 1 of 3\)/.test(l)).length, 2);
+    // Each worker told the controller how many samples it starts with; the controller recorded it.
+    const events = readFileSync(join(w.config.log_dir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const starts = events.filter((e) => e.event === 'concurrency' && e.reason === 'start');
+    assert.deepEqual(starts.map((e) => e.worker).sort(), ['w1', 'w2']);
+    assert.ok(starts.every((e) => e.from === 2 && typeof e.to === 'number' && e.to >= 1 && e.to <= 2 && typeof e.detail === 'string'));
   });
 
   test('a worker stopped politely mid-run hands its jobs back: the next worker runs them as attempt 1', async () => {

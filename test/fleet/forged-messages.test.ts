@@ -111,6 +111,9 @@ describe('forged or oversized work messages', () => {
       { body: done({ job_id: j2.job_id, fleet_id: 'otherfleet' }), reason: /names fleet otherfleet/, jobId: j2.job_id },
       { body: done({ job_id: 'not.in.manifest' }), reason: /job not\.in\.manifest is not in the manifest/, jobId: 'not.in.manifest' },
       { body: '{"status": "ok", "job_id": 1', reason: /^done message: /, jobId: undefined },
+      // A worker's concurrency report counts only for its own fleet, and only well-formed.
+      { body: JSON.stringify({ version: PROTOCOL_VERSION, fleet_id: 'otherfleet', status: 'concurrency', worker: 'w9', concurrency: { from: 2, to: 40, reason: 'clean_finish' } }), reason: /names fleet otherfleet/, jobId: undefined },
+      { body: JSON.stringify({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, status: 'concurrency', worker: 'w9', concurrency: { from: 2, to: 0, reason: 'clean_finish' } }), reason: /invalid message: concurrency\.to/, jobId: undefined },
     ];
     for (const c of cases) w.sqs.send(queue.names.doneQueue, c.body);
     const workers = inProcessLauncher(w, m.fleet_id);

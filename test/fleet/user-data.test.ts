@@ -55,3 +55,17 @@ test('no secret reaches the user-data: registry credentials are read from SSM at
 test('user-data over 16 KB is refused before any launch', () => {
   assert.throws(() => renderUserData({ ...OPTIONS, dockerNameParameter: 'x'.repeat(USER_DATA_MAX_BYTES) }), (e) => e instanceof ConfigError && /at most 16384/.test(e.message));
 });
+
+test('a worker adapts its concurrency unless the run fixed it, and its instance ends when the worker exits (idle exit included)', () => {
+  const { concurrency: _, ...adaptive } = OPTIONS;
+  const script = renderUserData(adaptive);
+  execFileSync('bash', ['-n'], { input: script });
+  assert.match(script, /^CONCURRENCY=$/m);
+  const run = script.split('\n').find((l) => l.includes('bin/ct.js fleet worker'))!;
+  assert.match(run, /\$\{CONCURRENCY:\+--concurrency "\$CONCURRENCY"\}/, '--concurrency only when the run gave one');
+  // Whatever the worker's exit (done, fleet gone, idle for fleet.idle_minutes), the script halts the
+  // instance, whose shutdown behaviour is `terminate` (ec2-launcher.ts).
+  const after = script.slice(script.indexOf(run));
+  assert.match(after, /finish "worker done" 0/);
+  assert.match(script, /finish\(\) \{[^}]*shutdown -h now/);
+});
