@@ -11,7 +11,9 @@
  * of live workers' slots until the backlog drained, the tail, and the launches the controller
  * made (replacing dead workers; growing with the backlog).
  *
- * Usage: node dist/bench/fleet-control-plane.js [--jobs N] [--workers W] [--slots S] [--merge] [--seed N]
+ * Usage: node dist/bench/fleet-control-plane.js [--jobs N] [--workers W] [--slots S] [--first N] [--merge] [--seed N]
+ * (--first: workers of the first launch; default as `ct run eval --ec2` launches, one wave at most
+ * W; fewer lets the fleet grow with its backlog)
  * (it runs itself again with V8's heap held to 420 MB: left alone, V8 lets garbage grow the heap
  * far past what is alive, and the RSS would measure that).
  */
@@ -27,7 +29,7 @@ if (!process.execArgv.some((a) => a.startsWith('--max-old-space-size'))) {
 }
 
 const { values } = parseArgs({
-  options: { jobs: { type: 'string' }, workers: { type: 'string' }, slots: { type: 'string' }, merge: { type: 'boolean' }, seed: { type: 'string' }, tick: { type: 'string' } },
+  options: { jobs: { type: 'string' }, workers: { type: 'string' }, slots: { type: 'string' }, merge: { type: 'boolean' }, seed: { type: 'string' }, first: { type: 'string' }, tick: { type: 'string' } },
 });
 const JOBS = Number(values.jobs ?? 100_000);
 const WORKERS = Number(values.workers ?? 1000);
@@ -49,6 +51,7 @@ const r = await simulateFleet({
   bootSeconds: 60,
   merge: values.merge ?? false,
   seed: Number(values.seed ?? 1),
+  ...(values.first ? { firstLaunch: Number(values.first) } : {}),
   tickMs: Number(values.tick ?? 1000),
   pricePerWorkerHour: 0.1,
   timeController: true,
@@ -68,7 +71,7 @@ console.log(`| samples run (attempts that ran) / run again after a death | ${r.s
 console.log(`| simulated run / backlog drained at | ${h(r.simulatedSeconds)} / ${h(r.drainedAtSeconds)} | |`);
 console.log(`| utilisation of live slots until drained | ${(r.utilisation * 100).toFixed(1)}% | |`);
 console.log(`| tail (last result - drained) | ${r.tailSeconds.toFixed(0)} s | |`);
-console.log(`| launches (first + replacements + growth) / deaths | ${r.launches} / ${r.deaths} | |`);
+console.log(`| launches: first + replacements of dead workers + growth with the backlog / deaths | ${r.launches} = ${r.launchedFirst} + ${r.replaced} + ${r.grown} / ${r.deaths} | |`);
 console.log(`| instance-hours | ${r.instanceHours.toFixed(0)} | |`);
 console.log(`| end | ${r.end} | complete |`);
 if (r.workerErrors.length) console.log(`\nworker errors (${r.workerErrors.length}): ${r.workerErrors.slice(0, 5).join('; ')}`);

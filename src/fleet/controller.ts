@@ -651,7 +651,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     liveWorkers = live + n;
     workerStart = Date.now();
     events.add('replace', { workers: o.launcher.names().slice(-n), left });
-    progress.note(`no worker is running and ${left} job(s) remain: started ${n} replacement worker(s)`);
+    progress.note(`${live === 0 ? 'no worker is running' : `${live} worker(s) running, fewer than wanted,`} and ${left} job(s) remain: started ${n} replacement worker(s)`);
     return true;
   }
 }

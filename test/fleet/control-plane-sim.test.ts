@@ -55,6 +55,16 @@ describe('the fleet control plane, simulated', () => {
     assert.ok(r.utilisation > 0.9, `live slots were busy until the backlog drained (${(r.utilisation * 100).toFixed(1)}%)`);
   });
 
+  test('a fleet launched small grows with its backlog up to its maximum', async () => {
+    const r = await simulateFleet({ jobs: 2000, workers: 40, firstLaunch: 5, slots: 4, sampleSeconds: [60, 120], seed: 5 });
+    assert.equal(r.end, 'complete');
+    assert.equal(r.lost, 0);
+    assert.equal(r.launchedFirst, 5);
+    assert.ok(r.grown >= 30 && r.launches <= 40 + r.replaced, `the fleet grew to its maximum of 40, not past it (${r.launchedFirst} + ${r.grown} grown)`);
+    const scale = eventsOf(r.events).filter((e) => e.event === 'scale');
+    assert.ok(scale.length >= 1 && scale.every((e) => typeof e.reason === 'string' && (e.to as number) <= 40));
+  });
+
   test('with the merge: the merged log holds every job once, the dead ones as errors', async () => {
     const r = await simulateFleet({ jobs: 200, workers: 10, slots: 4, sampleSeconds: [10, 60], attemptFailureShare: 0.05, poisonShare: 0.02, deathShare: 0.1, merge: true, seed: 3 });
     assert.equal(r.end, 'complete');

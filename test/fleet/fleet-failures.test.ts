@@ -120,7 +120,9 @@ describe('fleet failure handling (local workers, moto, Docker)', () => {
     for (const pid of Object.values(pids)) process.kill(pid, 'SIGKILL');
     const r = await done;
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
-    assert.match(r.stderr, /no worker is running and \d job\(s\) remain: started 2 replacement worker\(s\)/);
+    // Both are replaced: at once, or one at a time when the controller's check saw one exit before the other.
+    const replaced = [...r.stderr.matchAll(/(?:no worker is running|\d worker\(s\) running, fewer than wanted,) and \d job\(s\) remain: started (\d) replacement worker\(s\)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    assert.ok(replaced >= 2, `two replacement workers started:\n${r.stderr}`);
     const [log] = await readWithInspect([onlyLog(logDir)]);
     assert.deepEqual(log!.samples.map((s) => `${s.id}#${s.epoch}`).sort(), [1, 2, 3, 4].map((e) => `notes_app:create_greeting#${e}`));
     assert.ok(log!.samples.every((s) => !s.error));

@@ -16,7 +16,7 @@
  * upper bound on the controller's own).
  */
 import { AsyncLocalStorage, createHook } from 'node:async_hooks';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mock } from 'node:test';
@@ -37,8 +37,12 @@ import type { EvalSample } from '../../src/log/types.js';
 
 export interface SimOptions {
   jobs: number;
-  /** Workers the controller keeps up to (the run's --max-workers). */
+  /** Workers at most (the run's --max-workers): an EC2 fleet grows up to it with its backlog. */
   workers: number;
+  /** Workers of the first launch (default: as `ct run eval --fleet` launches EC2 workers, one wave: jobs / slots, at most `workers`). */
+  firstLaunch?: number;
+  /** fleet.scale_waves (default 2). */
+  scaleWaves?: number;
   /** Samples each worker runs at once. */
   slots: number;
   /** A sample's time in seconds is drawn uniformly from this range... */
@@ -102,6 +106,10 @@ export interface SimReport {
   /** Last result minus the moment the queue drained, simulated seconds. */
   tailSeconds: number;
   launches: number;
+  /** Of the launches: the first, replacements of dead workers, growth with the backlog (from the events). */
+  launchedFirst: number;
+  replaced: number;
+  grown: number;
   deaths: number;
   instanceHours: number;
   /** This process's CPU seconds (controller, twins and workers). */
@@ -423,7 +431,8 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
     ...(o.merge ? {} : { results: noMerge }),
     state: emptyFleetState(),
     launcher,
-    workers: o.workers,
+    workers: o.firstLaunch ?? Math.min(o.workers, Math.ceil(o.jobs / o.slots)),
+    scale: { maxWorkers: o.workers, waves: o.scaleWaves ?? 2 },
     timings: {
       visibilityTimeout: visibility,
       maxAttempts,
@@ -471,6 +480,8 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
   let instanceMs = 0;
   for (const w of ledger) if (w.up !== undefined) instanceMs += (w.down ?? end) - w.up + bootSeconds * 1000;
 
+  const events_ = readFileSync(events.path, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { event: string; workers?: unknown });
+  const launchedBy = (kind: string) => events_.filter((e) => e.event === kind).reduce((n, e) => n + (Array.isArray(e.workers) ? e.workers.length : 0), 0);
   let results = 0;
   for (const j of manifest.jobs) if (bucket.objects.has(`${fleetId}/${j.job_id}.eval`)) results++;
   let rerun = 0;
@@ -491,6 +502,9 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
     utilisation: capacity > 0 ? busy / capacity : 0,
     tailSeconds: Math.max(0, (lastResultAt - drainedAt) / 1000),
     launches,
+    launchedFirst: launchedBy('launch'),
+    replaced: launchedBy('replace'),
+    grown: launchedBy('scale'),
     deaths,
     instanceHours: instanceMs / 3_600_000,
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
