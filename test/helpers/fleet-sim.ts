@@ -20,6 +20,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mock } from 'node:test';
+import { seededRandom } from '../../src/control/metrics/intervals.js';
 import { emptyFleetState, runFleet, type FleetResults, type RunFleetResult } from '../../src/fleet/controller.js';
 import { FleetEventsLog } from '../../src/fleet/events-log.js';
 import type { FleetProgress } from '../../src/fleet/fleet-progress.js';
@@ -126,18 +127,6 @@ export interface SimReport {
   workerErrors: string[];
 }
 
-/** Mulberry32: a small seeded generator, so a run can be repeated. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 export function simManifest(fleetId: string, n: number, o: { slots: number; maxAttempts: number }): Manifest {
   const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `sim.task.e${i + 1}`, sample_id: 'sim:task', setting: 'sim', env: 'sim', main_task: 'task', epoch: i + 1 }));
   return {
@@ -191,7 +180,7 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
   const retryDelay = o.retryDelay ?? 30;
   const bootSeconds = o.bootSeconds ?? 60;
   const tickMs = o.tickMs ?? 250;
-  const random = rng(o.seed ?? 1);
+  const random = seededRandom(o.seed ?? 1);
   const fleetId = `sim${o.jobs}`;
   const logDir = o.logDir ?? mkdtempSync(join(tmpdir(), 'ct-fleet-sim-'));
   const manifest = simManifest(fleetId, o.jobs, { slots: o.slots, maxAttempts });
