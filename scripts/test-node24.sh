@@ -23,6 +23,10 @@ done
 files+=(
   dist/test/fleet/conformance-memory.test.js
   dist/test/fleet/controller-memory.test.js
+  dist/test/fleet/control-plane-sim.test.js
+  dist/test/fleet/scaling.test.js
+  dist/test/fleet/job-source.test.js
+  dist/test/fleet/adaptive-concurrency.test.js
   dist/test/fleet/fleet-in-process.test.js
   dist/test/fleet/forged-messages.test.js
   dist/test/fleet/refused-job.test.js
