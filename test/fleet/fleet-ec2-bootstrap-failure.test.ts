@@ -25,7 +25,10 @@ test('--ec2 --estimate: credentials, instance type and AMI are read; nothing is 
   const run = ['run', 'eval', '--ec2', '-e', 'notes_app', '-t', 'create_greeting', '--policy', 'replay', '--trajectory', TRAJ, '--epochs', '4', '--estimate'];
   const r = await runCt([...run, '--log-dir', testLogDir('fleet-ec2-estimate')], { cwd: world.dirs.work, env: fleetEnv(world.moto, world.dirs, EC2_FLEET_ENV) });
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /workers: 1 \(c7i\.4xlarge EC2 instances \(spot, on-demand fallback; stock Ubuntu ami-\w+\)\), 10 sample\(s\) at once each/);
+  assert.match(
+    r.stderr,
+    /workers: 1 \(c7i\.4xlarge EC2 instances \(spot, on-demand fallback; stock Ubuntu ami-\w+\)\), growing up to 10 as the backlog needs \(fleet\.scale_waves\), 10 sample\(s\) at once each to start, adapting to each machine up to 32 \(fleet\.max_concurrency\)/,
+  );
   const ec2 = new EC2Client(world.aws());
   const all = ((await ec2.send(new DescribeInstancesCommand({}))).Reservations ?? []).flatMap((x) => x.Instances ?? []);
   const groups = (await ec2.send(new DescribeSecurityGroupsCommand({ Filters: [{ Name: 'group-name', Values: ['linuxbench-fleet-worker-sg'] }] }))).SecurityGroups ?? [];
