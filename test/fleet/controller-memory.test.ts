@@ -20,27 +20,13 @@ import { fleetLogHeader, oneSampleLog } from '../../src/fleet/one-sample-log.js'
 import { PROTOCOL_VERSION, type Job, type Manifest } from '../../src/fleet/protocol.js';
 import type { EvalSample } from '../../src/log/types.js';
 import { readWithInspect } from '../helpers/inspect.js';
+import { epochsManifest } from '../helpers/fleet-sim.js';
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 function manifest(fleetId: string, n: number): Manifest {
-  const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `env.task.e${i + 1}`, sample_id: 'env:task', setting: 'demo', env: 'env', main_task: 'task', epoch: i + 1 }));
-  return {
-    version: PROTOCOL_VERSION,
-    fleet_id: fleetId,
-    created: '2026-01-01T00:00:00.000Z',
-    task_name: 'mem',
-    epochs: n,
-    policy: { name: 'test', args: {} },
-    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 }, failOnError: true },
-    samples_per_worker: 2,
-    max_attempts: 3,
-    settings: [],
-    extra_src: [],
-    sandbox: { spec: 'docker' },
-    jobs,
-  };
+  return epochsManifest(fleetId, n);
 }
 
 function sample(j: Job): EvalSample {

@@ -11,32 +11,18 @@ import { after, describe, test } from 'node:test';
 import { mergeFleetResults } from '../../src/fleet/merge-results.js';
 import { MemoryBucket, MemoryResultStore } from '../../src/fleet/memory-result-store.js';
 import { fleetLogHeader, oneSampleLog } from '../../src/fleet/one-sample-log.js';
-import { PROTOCOL_VERSION, type Job, type Manifest } from '../../src/fleet/protocol.js';
+import type { Manifest } from '../../src/fleet/protocol.js';
 import { readEvalLog } from '../../src/log/eval-reader.js';
 import { EvalLogWriter } from '../../src/log/eval-writer.js';
 import type { EvalPlan, EvalSample, EvalSpec } from '../../src/log/types.js';
 import { ZipReader } from '../../src/log/zip-reader.js';
+import { epochsManifest } from '../helpers/fleet-sim.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ct-result-checks-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
 function manifest(fleetId: string, n: number): Manifest {
-  const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `env.task.e${i + 1}`, sample_id: 'env:task', setting: 'demo', env: 'env', main_task: 'task', epoch: i + 1 }));
-  return {
-    version: PROTOCOL_VERSION,
-    fleet_id: fleetId,
-    created: '2026-01-01T00:00:00.000Z',
-    task_name: 'checks',
-    epochs: n,
-    policy: { name: 'test', args: {} },
-    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 }, failOnError: false },
-    samples_per_worker: 2,
-    max_attempts: 3,
-    settings: [],
-    extra_src: [],
-    sandbox: { spec: 'docker' },
-    jobs,
-  };
+  return epochsManifest(fleetId, n, { taskName: 'checks', failOnError: false });
 }
 
 function sample(id: string, epoch: number, main: 'C' | 'I' = 'I'): EvalSample {

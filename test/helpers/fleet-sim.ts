@@ -127,18 +127,27 @@ export interface SimReport {
   workerErrors: string[];
 }
 
-export function simManifest(fleetId: string, n: number, o: { slots: number; maxAttempts: number }): Manifest {
-  const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `sim.task.e${i + 1}`, sample_id: 'sim:task', setting: 'sim', env: 'sim', main_task: 'task', epoch: i + 1 }));
+/**
+ * A manifest of `n` epochs of one sample (`{env}:task`, job ids `{env}.task.e1`...), for fleets
+ * whose workers are scripted or simulated.
+ */
+export function epochsManifest(
+  fleetId: string,
+  n: number,
+  o: { env?: string; taskName?: string; slots?: number; maxAttempts?: number; failOnError?: boolean } = {},
+): Manifest {
+  const env = o.env ?? 'env';
+  const jobs: Job[] = Array.from({ length: n }, (_, i) => ({ job_id: `${env}.task.e${i + 1}`, sample_id: `${env}:task`, setting: 'demo', env, main_task: 'task', epoch: i + 1 }));
   return {
     version: PROTOCOL_VERSION,
     fleet_id: fleetId,
     created: '2026-01-01T00:00:00.000Z',
-    task_name: 'simulated',
+    task_name: o.taskName ?? 'mem',
     epochs: n,
     policy: { name: 'test', args: {} },
-    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 }, failOnError: true },
-    samples_per_worker: o.slots,
-    max_attempts: o.maxAttempts,
+    sample_options: { scorerTimeout: 1, setupTimeout: 1, sandboxAttempts: 1, tools: { bashTimeout: 1, modelOutputLimit: 100 }, failOnError: o.failOnError ?? true },
+    samples_per_worker: o.slots ?? 2,
+    max_attempts: o.maxAttempts ?? 3,
     settings: [],
     extra_src: [],
     sandbox: { spec: 'docker' },
@@ -183,7 +192,7 @@ export async function simulateFleet(o: SimOptions): Promise<SimReport> {
   const random = seededRandom(o.seed ?? 1);
   const fleetId = `sim${o.jobs}`;
   const logDir = o.logDir ?? mkdtempSync(join(tmpdir(), 'ct-fleet-sim-'));
-  const manifest = simManifest(fleetId, o.jobs, { slots: o.slots, maxAttempts });
+  const manifest = epochsManifest(fleetId, o.jobs, { env: 'sim', taskName: 'simulated', slots: o.slots, maxAttempts });
   const header = fleetLogHeader(manifest, 'sim');
   const sqs = new MemorySqs();
   const bucket = new MemoryBucket();
