@@ -15,9 +15,8 @@
  * worker given `--concurrency N` runs exactly N (`fixed`). The machine is read through injected
  * probes, so the rule is tested without Docker.
  */
-import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { availableCpus } from '../eval/capacity.js';
+import { availableCpus, availableMemory, readSmallFile } from '../eval/capacity.js';
 
 /** What one sample's sandbox needs of the machine. */
 export interface SampleNeeds {
@@ -189,18 +188,9 @@ export function sampleVerdict(o: { end: 'ok' | 'sample-error' | 'no-result' | 'c
 export function systemProbes(): MachineProbes {
   const cpus = availableCpus();
   return {
-    memAvailable: () => {
-      const meminfo = read('/proc/meminfo');
-      const m = meminfo ? /^MemAvailable:\s+(\d+) kB/m.exec(meminfo) : null;
-      const host = m ? Number(m[1]) * 1024 : undefined;
-      const max = read('/sys/fs/cgroup/memory.max');
-      const used = Number(read('/sys/fs/cgroup/memory.current'));
-      const cgroup = max && max !== 'max' && used > 0 ? Number(max) - used : undefined;
-      if (host === undefined) return cgroup;
-      return cgroup === undefined ? host : Math.min(host, cgroup);
-    },
+    memAvailable: availableMemory,
     memoryPressure: () => {
-      const psi = read('/proc/pressure/memory');
+      const psi = readSmallFile('/proc/pressure/memory');
       const m = psi ? /^some avg10=([\d.]+)/m.exec(psi) : null;
       return m ? Number(m[1]) : undefined;
     },
@@ -212,14 +202,6 @@ export function systemProbes(): MachineProbes {
     cpus: () => cpus,
     now: () => Date.now(),
   };
-}
-
-function read(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch {
-    return undefined;
-  }
 }
 
 function gib(bytes: number): string {
