@@ -74,9 +74,10 @@ export class ExecChannel {
   private sock?: Socket;
   /**
    * A direct connection being set up: its tokens, whether the D request went out and the agent
-   * declined it (`D -`, at most once), and how to end the attempt while it runs.
+   * declined it (`D -`, at most once), how to end the attempt while it runs, and how to remove
+   * its socket (through the agent's /proc/<pid>/cwd: only while the agent lives).
    */
-  private attempt?: { agentToken: string; hostToken: string; offered: boolean; declined: boolean; done?: (ok: boolean) => void };
+  private attempt?: { agentToken: string; hostToken: string; offered: boolean; declined: boolean; done?: (ok: boolean) => void; unlink?: () => void };
   private readonly parser = new FrameParser();
   private nextId = 1;
   private current?: InFlight;
@@ -148,8 +149,9 @@ export class ExecChannel {
       this.shut(`agent exited (${code ?? 'killed'})${said ? `: ${said}` : ''}`);
     });
     const timer = setTimeout(() => {
-      proc.kill();
+      // shut() first: it removes a direct attempt's socket while the agent still lives.
       this.shut(`agent did not start within ${START_TIMEOUT_MS / 1000} s`);
+      proc.kill();
     }, START_TIMEOUT_MS);
     try {
       await ready;
@@ -364,6 +366,7 @@ export class ExecChannel {
     let sock: Socket | undefined;
     let head = Buffer.alloc(0);
     const timer = setTimeout(() => attempt.done?.(false), DIRECT_TIMEOUT_MS);
+    attempt.unlink = () => server.close();
     attempt.done = (ok) => {
       attempt.done = undefined;
       clearTimeout(timer);
@@ -459,6 +462,9 @@ export class ExecChannel {
   }
 
   private fail(why: string): void {
+    // The socket's path runs through the agent's /proc entry: it is removed before the agent is
+    // killed, or a loaded machine may let the agent die first and leave the socket behind.
+    this.attempt?.unlink?.();
     this.proc?.kill();
     this.sock?.destroy();
     this.shut(why);
