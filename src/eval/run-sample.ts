@@ -305,7 +305,9 @@ async function watchInterpreters(sample: Sample, sandbox: Sandbox): Promise<Inte
   try {
     return { before: await fingerprint(sandbox, extra) };
   } catch (e) {
-    if (!(await sandbox.isAlive())) throw e;
+    // Infrastructure's failure (the engine lost the exec, the sandbox is gone) fails the attempt;
+    // only the sandbox's own refusal leaves scoring without the guard.
+    if (e instanceof SandboxUnavailableError || !(await sandbox.isAlive())) throw e;
     return { unavailable: errorMessage(e) };
   }
 }

@@ -602,10 +602,15 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
     if (c.reason !== 'start' && c.to < c.from) progress.note(`${worker} runs ${c.to} sample(s) at once instead of ${c.from}: ${c.reason.replace(/_/g, ' ')}${c.detail ? ` (${c.detail})` : ''}`);
   }
 
-  /** Samples a live worker runs at once: the mean of the workers' latest reports, else the fleet's samples_per_worker. */
-  function slotsPerWorker(): number {
+  /**
+   * Samples a live worker runs at once: the mean of the latest reports of the `live` workers heard
+   * from most recently (a dead worker's last report would otherwise count for the rest of the
+   * run), else the fleet's samples_per_worker.
+   */
+  function slotsPerWorker(live: number): number {
     if (slots.size === 0) return manifest.samples_per_worker;
-    return [...slots.values()].reduce((a, b) => a + b, 0) / slots.size;
+    const recent = [...slots.keys()].sort((a, b) => (reporters.get(b) ?? 0) - (reporters.get(a) ?? 0)).slice(0, Math.max(1, live));
+    return recent.reduce((n, w) => n + slots.get(w)!, 0) / recent.length;
   }
 
   /** The backlog outgrows the live workers (`scaleUp`): launch more, within --max-workers and the launch budget. */
@@ -614,7 +619,7 @@ export async function runFleet(o: RunFleetOptions): Promise<RunFleetResult> {
       backlog,
       inFlight: busy,
       liveWorkers: live,
-      slotsPerWorker: slotsPerWorker(),
+      slotsPerWorker: slotsPerWorker(live),
       waves: o.scale!.waves,
       maxWorkers: o.scale!.maxWorkers,
       budgetLeft: Math.max(0, launchBudget() - launched),

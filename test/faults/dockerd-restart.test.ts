@@ -15,13 +15,18 @@ import { existsSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
+import { tmpdir } from 'node:os';
+import { SandboxUnavailableError } from '../../src/errors.js';
+import { LocalRunner } from '../../src/host/local-runner.js';
 import { processAlive } from '../../src/host/process-alive.js';
+import { DockerProvider } from '../../src/sandbox/docker/docker-provider.js';
+import { RunRegistry, newRunId } from '../../src/sandbox/run-registry.js';
 import { finished, onlyLog, startCt, waitForOutput } from '../helpers/cli.js';
 import { ctProjects, fleetEnv, fleetWorkDir, motoContents, readEvents } from '../helpers/fleet.js';
 import { readWithInspect } from '../helpers/inspect.js';
 import { testLogDir } from '../helpers/log-dirs.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { FIXTURES, REPO_ROOT } from '../helpers/paths.js';
 
 const TRAJ = join(REPO_ROOT, 'examples', 'trajectories', 'create-greeting.jsonl');
 const ENABLED = process.env.CT_TEST_RESTART_DOCKERD === '1';
@@ -126,5 +131,34 @@ describe('dockerd restarted under a worker mid-sample', { skip: ENABLED ? false 
     assert.deepEqual((await motoContents(moto)).queues, [], 'no queue left');
     for (let i = 0; i < 100 && ctProjects('create-greeting').length; i++) await sleep(200);
     assert.deepEqual(ctProjects('create-greeting'), [], 'no sandbox left');
+  });
+});
+
+describe('dockerd restarted while ct runs a command apart from the agent (a scorer, the interpreters\' hashes)', { skip: ENABLED ? false : 'restarts the Docker Engine: set CT_TEST_RESTART_DOCKERD=1' }, () => {
+  test('the exec the engine lost fails as infrastructure (the attempt runs again), never as exit 137 from the command', { timeout: 180_000 }, async () => {
+    const runId = newRunId();
+    const registry = new RunRegistry(join(tmpdir(), 'ct-test-state'));
+    registry.register(runId);
+    const provider = new DockerProvider({ runner: new LocalRunner(), runId, registry, compose: 'auto', execChannel: true });
+    const env = { name: 'conformance-busybox', composeFile: join(FIXTURES, 'conformance-busybox', 'compose.yml') };
+    await provider.taskInit(env);
+    const sandboxes = await provider.sampleInit(env, { label: 'lost-exec' });
+    try {
+      const sandbox = sandboxes.get('default')!;
+      const running = sandbox.apart!.execFresh(['sleep', '120'], { timeoutMs: 150_000 });
+      const outcome = running.then(
+        (r) => ({ resolved: r }),
+        (e: unknown) => ({ rejected: e }),
+      );
+      for (let i = 0; i < 100 && !execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).includes('sleep 120'); i++) await sleep(100);
+      await restartDockerd();
+      const o = await outcome;
+      assert.ok('rejected' in o, `the exec was lost with dockerd, yet it resolved: ${JSON.stringify('resolved' in o ? o.resolved : undefined)}`);
+      assert.ok(o.rejected instanceof SandboxUnavailableError, String(o.rejected));
+      assert.match((o.rejected as Error).message, /sandbox default is gone|the Docker Engine lost an exec in default/);
+    } finally {
+      await provider.sampleCleanup(sandboxes).catch(() => undefined);
+      await provider.taskCleanup().catch(() => undefined);
+    }
   });
 });

@@ -230,6 +230,30 @@ describe('fleet controller (in-memory queue and store)', () => {
     assert.ok(Number(teardown.worker_hours) > 0);
   });
 
+  test('a dead worker\'s slots do not hold growth back: the fleet grows from the concurrency its live workers report', async () => {
+    const sqs = new MemorySqs();
+    const m = manifest('memfleet6', 40);
+    const queue = new MemoryJobQueue(sqs, m.fleet_id, 'lb-fleet-');
+    const store = new MemoryResultStore(new MemoryBucket(), m.fleet_id);
+    const logDir = mkdtempSync(join(tmpdir(), 'ct-ctl-mem-'));
+    dirs.push(logDir);
+    // ec2-1 says it runs 64 at once and dies; with its report counted, 1 live worker x 33 slots x
+    // 2 waves would hold the whole backlog and the fleet would never grow.
+    const launcher = slotLauncher(queue, store, m, { slots: 2, jobMs: 80, ghostSlots: 64 });
+    const r = await runFleet({
+      ...options({ queue, store, manifest: m, state: await inspectFleet(store, m), launcher }, logDir),
+      workers: 1,
+      scale: { maxWorkers: 4, waves: 2 },
+    });
+    assert.equal(r.end, 'complete');
+    assert.equal(r.merge!.rows.length, 40);
+    const events = readFileSync(join(logDir, 'fleet', m.fleet_id, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const scale = events.filter((e) => e.event === 'scale');
+    assert.ok(scale.length >= 1, 'the fleet grew');
+    assert.match(String(scale[0]!.reason), /more than 1 busy worker\(s\) x 2 slot\(s\) finish in 2 wave\(s\)/);
+    assert.equal(launcher.started, 5, 'the dead one, its replacement, and growth to --max-workers 4');
+  });
+
   test('a growth EC2 refuses (an instance limit) is a warning: the fleet finishes with the workers it has', async () => {
     const sqs = new MemorySqs();
     const m = manifest('memfleet5', 16);
@@ -258,7 +282,7 @@ describe('fleet controller (in-memory queue and store)', () => {
  * `slots` jobs at once (each `jobMs`), and the first reports one memory kill (2 -> 1) after its
  * first job. They leave when the queue is gone.
  */
-function slotLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manifest, o: { slots: number; jobMs: number; refuseAfter?: number }): FleetLauncher & { started: number } {
+function slotLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manifest, o: { slots: number; jobMs: number; refuseAfter?: number; ghostSlots?: number }): FleetLauncher & { started: number } {
   let running = 0;
   let calls = 0;
   const header = fleetLogHeader(m, 'test');
@@ -274,6 +298,12 @@ function slotLauncher(queue: MemoryJobQueue, store: MemoryResultStore, m: Manife
           let slots = o.slots;
           const report = (from: number, to: number, reason: 'start' | 'oom_killed') =>
             queue.sendDone({ version: PROTOCOL_VERSION, fleet_id: m.fleet_id, status: 'concurrency', worker: name, concurrency: { from, to, reason } });
+          if (o.ghostSlots !== undefined && name === 'ec2-1') {
+            // A worker that reports many slots, then dies before it takes a job.
+            await report(o.ghostSlots, o.ghostSlots, 'start');
+            running--;
+            return;
+          }
           await report(o.slots, o.slots, 'start');
           let busy = 0;
           let finished = 0;

@@ -130,6 +130,12 @@ export class ContainerSandbox implements Sandbox {
         } catch (e) {
           throw await this.engineFailure(e, 'an exec in');
         }
+        if (r.code === null && !r.timedOut) {
+          // The engine lost the exec (it restarted, or its connection broke): how it ended is
+          // unknown, which is no verdict on what ran. The caller's work is infrastructure's failure.
+          if (!(await this.isAlive())) throw new SandboxUnavailableError(`sandbox ${this.service} is gone (the Docker Engine lost an exec in it)`);
+          throw new SandboxUnavailableError(`the Docker Engine lost an exec in ${this.service}: its exit code is unknown (the engine restarted, or its connection broke)`);
+        }
         return { code: r.code ?? 137, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'), timedOut: r.timedOut };
       }
       const args = ['exec', ...(o.user ? ['--user', o.user] : []), '--workdir', '/'];
