@@ -61,17 +61,27 @@ describe('controller and workers in one process (memory twins, local sandbox, in
     const store = new MemoryResultStore(w.bucket, m.fleet_id);
     const workers = inProcessLauncher(w, m.fleet_id);
     const notes: string[] = [];
-    const stopEarly = async () => {
-      // Stop the first worker as soon as it has started its first samples.
-      while (!workers.lines.some((l) => / job \S+ started: /.test(l))) await new Promise((r) => setTimeout(r, 5));
-      workers.stops[0]!.abort();
+    // Stop the worker that starts the fleet's first sample, as it logs the start: its samples
+    // (~0.1 s each here) are still running then. Polling for the line could come after they end.
+    const push = workers.lines.push.bind(workers.lines);
+    let stopped = '';
+    workers.lines.push = (...added: string[]) => {
+      const n = push(...added);
+      for (const l of added) {
+        const started = /^(w(\d+)) job \S+ started: /.exec(l);
+        if (started && !stopped) {
+          stopped = started[1]!;
+          workers.stops[Number(started[2]) - 1]!.abort();
+        }
+      }
+      return n;
     };
-    const [r] = await Promise.all([runFleet(options(w, m, workers.launcher, await inspectFleet(store, m), undefined, notes)), stopEarly()]);
+    const r = await runFleet(options(w, m, workers.launcher, await inspectFleet(store, m), undefined, notes));
     await Promise.all(workers.runs);
     assert.equal(r.end, 'complete', notes.join('\n'));
     assert.equal(r.merge!.rows.length, 4);
     assert.ok(r.merge!.rows.every((x) => !x.error));
-    const handedBack = workers.lines.filter((l) => /handed back \(the worker is stopping\)/.test(l));
+    const handedBack = workers.lines.filter((l) => l.startsWith(`${stopped} `) && /handed back \(the worker is stopping\)/.test(l));
     assert.ok(handedBack.length >= 1, workers.lines.join('\n'));
     assert.ok(!workers.lines.some((l) => /\(attempt 2 of 3\)/.test(l)), `a hand-back spends no attempt:\n${workers.lines.join('\n')}`);
   });
