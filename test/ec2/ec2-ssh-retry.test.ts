@@ -39,6 +39,8 @@ test('SSH that is not ready for the first attempts is retried with growing delay
   const connected = /SSH connected in (\d+\.\d)s/.exec(stderr);
   assert.ok(connected, stderr);
   assert.ok(Number(connected[1]) >= 4, `connected after ${connected[1]} s`);
+  // Each failed attempt is said, with why and when the next comes.
+  assert.match(stderr, /^   SSH attempt 1 of \d+ failed \(.+\); trying again in 2 s$/m);
   assert.ok(refused >= 3, `${refused} connections were turned away before sshd ran (probe plus SSH attempts)`);
   assert.match(stderr, /EC2 Docker sandbox ready!/);
   assert.equal((await world.instances())[0]!.State?.Name, 'terminated');

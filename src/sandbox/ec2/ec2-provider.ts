@@ -282,7 +282,7 @@ export class Ec2Provider implements SandboxProvider {
       ...sshRunnerOptions(config),
     });
     this.runner = runner;
-    await connectWithRetries(runner, key, c.ssh_attempts, signal, () => `security group ${c.security_group} allows port 22 from ${source.cidr}`);
+    await connectWithRetries(runner, key, c.ssh_attempts, signal, () => `security group ${c.security_group} allows port 22 from ${source.cidr}`, (l) => this.say(l));
     this.say(`   SSH connected in ${seconds(t)}s`);
 
     t = Date.now();
@@ -408,6 +408,7 @@ async function connectWithRetries(
   attempts: number,
   signal: AbortSignal | undefined,
   hint: () => string,
+  say: (line: string) => void,
 ): Promise<void> {
   let last: unknown;
   for (let i = 1; i <= attempts; i++) {
@@ -419,7 +420,11 @@ async function connectWithRetries(
       last = e;
       if (e instanceof ConfigError || (e instanceof CtError && e.kind === 'cancelled')) throw e;
       if (/did not accept any key/.test(errorMessage(e))) key.invalidate();
-      if (i < attempts) await sleep(2_000 * i, signal);
+      if (i < attempts) {
+        // Each failed attempt is said: a wait of minutes never passes without a reason.
+        say(`   SSH attempt ${i} of ${attempts} failed (${errorMessage(e).split('\n')[0]!.slice(0, 200)}); trying again in ${2 * i} s`);
+        await sleep(2_000 * i, signal);
+      }
     }
   }
   throw new SandboxUnavailableError(
